@@ -1,0 +1,9 @@
+"""The reference capture ledger: minimal, in memory, obviously correct (SPEC.md §Operations).
+
+``ReferenceLedger`` is the conformance kit's baseline and a test double for framework code.
+``capture_ledger.reference.mutants`` holds deliberately broken variants the kit must reject.
+"""
+
+from capture_ledger.reference.ledger import ReferenceLedger
+
+__all__ = ["ReferenceLedger"]
