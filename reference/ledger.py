@@ -75,9 +75,7 @@ class ReferenceLedger:
         if rollout_id in self._rows:
             return self._rows[rollout_id]
         if rollout_id in self._fences:
-            logger.warning(
-                "discarded a late write to retired rollout %s (staging key %s)", rollout_id, key
-            )
+            logger.warning("discarded a late write to retired rollout %s (staging key %s)", rollout_id, key)
             return None
         return self._rows.setdefault(rollout_id, [])
 

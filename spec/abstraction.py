@@ -36,6 +36,4 @@ def abstract_rollout(entries: Sequence[Entry], fenced: bool) -> RolloutState:
 
 def abstract(snapshot: Mapping[str, ConcreteRollout]) -> LedgerState:
     """The model state of a whole snapshot."""
-    return LedgerState.of(
-        {rid: abstract_rollout(c.entries, c.fenced) for rid, c in snapshot.items()}
-    )
+    return LedgerState.of({rid: abstract_rollout(c.entries, c.fenced) for rid, c in snapshot.items()})

@@ -26,24 +26,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from hypothesis import reporting
-from hypothesis import settings as Settings
-from hypothesis import strategies as st
-from hypothesis.stateful import (
-    Bundle,
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    rule,
-    run_state_machine_as_test,
-)
-
 from capture_ledger.spec.model import (
     Admit,
     Delete,
     Discarded,
     Err,
-    ErrorKind,
     HasRows,
     LedgerState,
     ManifestValue,
@@ -65,6 +52,17 @@ from capture_ledger.spec.strategies import (
     model_call_ids,
     rollout_ids,
     rows,
+)
+from hypothesis import reporting
+from hypothesis import settings as Settings  # noqa: N812
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    rule,
+    run_state_machine_as_test,
 )
 
 __all__ = [
@@ -96,9 +94,7 @@ def _describe(result: Result) -> str:
     return f"returns {result.value!r}"
 
 
-def conformance_machine(
-    open_ledger: LedgerFactory, *, handles: int = 1
-) -> type[RuleBasedStateMachine]:
+def conformance_machine(open_ledger: LedgerFactory, *, handles: int = 1) -> type[RuleBasedStateMachine]:
     """The state machine class that checks ledgers opened by ``open_ledger``.
 
     Args:
@@ -187,19 +183,15 @@ def conformance_machine(
             where = f"handle {handle}: {op!r}"
             if isinstance(expected, Err):
                 if outcome == "ok":
-                    raise AssertionError(
-                        f"{where} returned {actual!r}; the model {_describe(expected)}"
-                    )
+                    raise AssertionError(f"{where} returned {actual!r}; the model {_describe(expected)}")
                 if not expected.kind.matches(actual):
                     raise AssertionError(
-                        f"{where} raised {type(actual).__name__}: {actual}; "
-                        f"the model {_describe(expected)}"
+                        f"{where} raised {type(actual).__name__}: {actual}; the model {_describe(expected)}"
                     ) from actual
             else:
                 if outcome == "raised":
                     raise AssertionError(
-                        f"{where} raised {type(actual).__name__}: {actual}; "
-                        f"the model {_describe(expected)}"
+                        f"{where} raised {type(actual).__name__}: {actual}; the model {_describe(expected)}"
                     ) from actual
                 self._compare(where, op, expected, actual)
             self._check_warnings(where, expected, warnings.records)
@@ -281,9 +273,7 @@ def conformance_machine(
             model_call_id=model_call_ids(),
             reason=st.sampled_from(["timeout", "aborted"]),
         )
-        def record_failure(
-            self, handle: int, rollout_id: str, model_call_id: str, reason: str
-        ) -> None:
+        def record_failure(self, handle: int, rollout_id: str, model_call_id: str, reason: str) -> None:
             self._check(handle, RecordFailure(rollout_id, model_call_id, reason))
 
         @rule(handle=handle_indexes, rollout_id=rollouts, model_call_id=model_call_ids())
@@ -412,9 +402,7 @@ def _ids_named(op: Operation) -> list[str]:
         return []
 
 
-def check_ledger(
-    open_ledger: LedgerFactory, *, handles: int = 1, settings: Settings | None = None
-) -> None:
+def check_ledger(open_ledger: LedgerFactory, *, handles: int = 1, settings: Settings | None = None) -> None:
     """Run the conformance machine against the ledgers ``open_ledger`` opens.
 
     Args:

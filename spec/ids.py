@@ -89,5 +89,5 @@ def validate_rollout_ids(rollout_ids: object) -> list[str]:
 
 
 def staging_key(rollout_id: str, model_call_id: str) -> str:
-    """The key under which a model call's tokens are staged (R-ADMIT-1): ``f"{rollout_id}/{model_call_id}"``."""
+    """The key under which a model call's tokens are staged (R-ADMIT-1): ``rollout_id/model_call_id``."""
     return f"{rollout_id}/{model_call_id}"

@@ -406,9 +406,10 @@ def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
             (removed if had_rows else absent).append(rollout_id)
         return state, Ok(Removal(tuple(removed), tuple(absent)))
 
-    rollout_id = _single(op.rollout_id)
-    if isinstance(rollout_id, Err):
-        return state, rollout_id
+    checked = _single(op.rollout_id)
+    if isinstance(checked, Err):
+        return state, checked
+    rollout_id = checked
     current = state.get(rollout_id)
 
     if isinstance(op, Record | RecordFailure):
@@ -432,4 +433,3 @@ def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
         return state, Ok(isinstance(current, Live))  # R-READ-4
     entries = current.entries if isinstance(current, Live) else ()
     return state, Ok(_manifest_of(entries))  # R-READ-1, R-READ-2
-

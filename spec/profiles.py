@@ -12,7 +12,7 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-__all__ = ["PROFILE_ENV", "PROFILES", "load_profile", "profile_settings"]
+__all__ = ["PROFILES", "PROFILE_ENV", "load_profile", "profile_settings"]
 
 PROFILE_ENV = "CAPTURE_LEDGER_PROFILE"
 

@@ -31,16 +31,16 @@ def _check_value(value: object, path: str) -> None:
     kind = type(value)
     if kind in _SCALARS:
         return
-    if kind is float:
-        if not math.isfinite(value):  # type: ignore[arg-type]
+    if isinstance(value, float) and kind is float:
+        if not math.isfinite(value):
             raise ValueError(f"row value at {path} is {value!r}; JSON has no NaN or infinity")
         return
-    if kind is list:
-        for index, item in enumerate(value):  # type: ignore[arg-type]
+    if isinstance(value, list) and kind is list:
+        for index, item in enumerate(value):
             _check_value(item, f"{path}[{index}]")
         return
-    if kind is dict:
-        for key, item in value.items():  # type: ignore[attr-defined]
+    if isinstance(value, dict) and kind is dict:
+        for key, item in value.items():
             if type(key) is not str:
                 raise TypeError(f"row key {key!r} at {path} is not a str")
             _check_value(item, f"{path}.{key}")

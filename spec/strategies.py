@@ -11,9 +11,8 @@ from __future__ import annotations
 import string
 from typing import Any
 
-from hypothesis import strategies as st
-
 from capture_ledger.spec.ids import MAX_ROLLOUT_ID_LENGTH
+from hypothesis import strategies as st
 
 __all__ = [
     "ID_FIRST_CHARACTERS",

@@ -1,0 +1,223 @@
+"""The effects seam: every file-system call and lock the file store makes (SPEC.md §Store, STYLE "one seam").
+
+``FileSystem`` is the one small interface through which ``FileLineageStore`` touches its directory. Names
+are plain file names inside that directory (never paths). The crash explorer wraps it to record effects
+(``crash``), the scheduler wraps it so every call is a scheduling point (``interleave``), and the fault
+injector wraps it to fail calls with ``OSError``. Nothing in the store bypasses it.
+
+``OsFileSystem`` is the real implementation: plain ``os`` calls on a directory, plus striped locks that
+exclude both other processes (``fcntl.flock`` on descriptors held open) and other threads of this process
+(one ``threading.Lock`` per stripe, because ``flock`` does not exclude threads sharing a descriptor).
+
+Guaranteed: each method is one system call or a fixed, documented handful (``open_append`` is ``open``;
+``create_file`` is ``open`` + ``close``). Not guaranteed: durability of anything not fsynced, or that a
+``stat`` result still holds after the call returns unless the caller holds the rollout's lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+__all__ = ["FileStat", "FileSystem", "OsFileSystem", "lock_file_name"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """What a lookup returns: the file's inode number and size in bytes."""
+
+    inode: int
+    size: int
+
+
+def lock_file_name(stripe: int) -> str:
+    """The name of lock stripe ``stripe``'s file; created once, never deleted (R-STORE-2)."""
+    return f".capture-ledger.lock.{stripe:03d}"
+
+
+@runtime_checkable
+class FileSystem(Protocol):
+    """The store's effects. Every call that matters for durability or ordering is one of these."""
+
+    stripes: int
+
+    def lock(self, stripe: int) -> None:
+        """Block until this caller holds lock stripe ``stripe``, exclusive across threads and processes."""
+
+    def unlock(self, stripe: int) -> None:
+        """Release lock stripe ``stripe``."""
+
+    def stat(self, name: str) -> FileStat | None:
+        """Look a file up: its inode and size, or ``None`` when it does not exist."""
+
+    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        """The file's stat and its bytes from ``offset`` to the end, or ``None`` when it does not exist."""
+
+    def open_append(self, name: str, *, create: bool) -> int | None:
+        """Open for appending; create the file when ``create``. ``None`` when missing and not ``create``."""
+
+    def write(self, fd: int, data: bytes) -> None:
+        """Write all of ``data`` at the end of the open file."""
+
+    def fsync(self, fd: int) -> None:
+        """Make the open file's data and inode durable."""
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor from ``open_append`` or ``create_file``."""
+
+    def create_file(self, name: str) -> int | None:
+        """Create an empty file exclusively; its descriptor, or ``None`` when it already existed."""
+
+    def unlink(self, name: str) -> bool:
+        """Remove a file; ``False`` when it did not exist."""
+
+    def sync_dir(self) -> None:
+        """fsync the directory: make its entries durable."""
+
+    def syncfs(self) -> None:
+        """Flush the whole file system holding the directory (``syncfs(2)``)."""
+
+    def listdir(self) -> list[str]:
+        """The names in the directory (for ``check``; never on a hot path)."""
+
+
+class OsFileSystem:
+    """``FileSystem`` over a real directory, with ``stripes`` lock files created once and never deleted.
+
+    Args:
+        directory: the lineage directory; created if missing.
+        stripes: the number of lock stripes; every process sharing the directory must use the same number.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, stripes: int = 64) -> None:
+        if stripes < 1:
+            raise ValueError("stripes must be at least 1")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.stripes = stripes
+        self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        self._thread_locks = [threading.Lock() for _ in range(stripes)]
+        self._lock_fds: list[int] = []
+        created = False
+        for stripe in range(stripes):
+            path = self._path(lock_file_name(stripe))
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, os.O_RDWR)
+            self._lock_fds.append(fd)
+        if created:
+            os.fsync(self._dir_fd)
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def lock(self, stripe: int) -> None:
+        self._thread_locks[stripe].acquire()
+        try:
+            fcntl.flock(self._lock_fds[stripe], fcntl.LOCK_EX)
+        except BaseException:
+            self._thread_locks[stripe].release()
+            raise
+
+    def unlock(self, stripe: int) -> None:
+        try:
+            fcntl.flock(self._lock_fds[stripe], fcntl.LOCK_UN)
+        finally:
+            self._thread_locks[stripe].release()
+
+    def stat(self, name: str) -> FileStat | None:
+        try:
+            st = os.stat(name, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return None
+        return FileStat(st.st_ino, st.st_size)
+
+    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        try:
+            fd = os.open(name, os.O_RDONLY, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return None
+        try:
+            st = os.fstat(fd)
+            chunks: list[bytes] = []
+            position = offset
+            while position < st.st_size:
+                chunk = os.pread(fd, st.st_size - position, position)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                position += len(chunk)
+            return FileStat(st.st_ino, st.st_size), b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def open_append(self, name: str, *, create: bool) -> int | None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        try:
+            return os.open(name, flags, 0o644, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            if create:
+                raise
+            return None
+
+    def write(self, fd: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def create_file(self, name: str) -> int | None:
+        try:
+            return os.open(
+                name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644, dir_fd=self._dir_fd
+            )
+        except FileExistsError:
+            return None
+
+    def unlink(self, name: str) -> bool:
+        try:
+            os.unlink(name, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def sync_dir(self) -> None:
+        os.fsync(self._dir_fd)
+
+    def syncfs(self) -> None:
+        _syncfs(self._dir_fd)
+
+    def listdir(self) -> list[str]:
+        return sorted(os.listdir(self._dir_fd))
+
+    def close_all(self) -> None:
+        """Close the directory and lock descriptors. The lock files stay (R-STORE-2)."""
+        for fd in [*self._lock_fds, self._dir_fd]:
+            try:
+                os.close(fd)
+            except OSError as error:  # pragma: no cover - double close
+                if error.errno != errno.EBADF:
+                    raise
+        self._lock_fds = []
+
+
+def _syncfs(fd: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syncfs(fd) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
