@@ -4,6 +4,6 @@
 ``capture_ledger.reference.mutants`` holds deliberately broken variants the kit must reject.
 """
 
-from capture_ledger.reference.ledger import ReferenceLedger
+from capture_ledger.reference.ledger import ReferenceLedger, open_reference_ledger
 
-__all__ = ["ReferenceLedger"]
+__all__ = ["ReferenceLedger", "open_reference_ledger"]

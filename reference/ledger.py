@@ -32,7 +32,7 @@ from capture_ledger.spec.rows import (
     validate_row,
 )
 
-__all__ = ["ReferenceLedger"]
+__all__ = ["ReferenceLedger", "open_reference_ledger"]
 
 logger = logging.getLogger("capture_ledger.reference")
 
@@ -130,3 +130,11 @@ class ReferenceLedger:
     def _remove(self, batch: list[str]) -> RolloutRemoval:
         removed = [rid for rid in batch if self._rows.pop(rid, None)]
         return {"removed": removed, "absent": [rid for rid in batch if rid not in removed]}
+
+
+def open_reference_ledger(workspace: object = None) -> ReferenceLedger:
+    """A fresh ``ReferenceLedger``; the kit's factory signature (the workspace is not used).
+
+    Each call is a separate ledger, so check it with ``handles=1``.
+    """
+    return ReferenceLedger()

@@ -71,6 +71,7 @@ __all__ = [
     "conformance_machine",
     "conformance_test_case",
     "count_steps",
+    "rule_names",
 ]
 
 #: ``open_ledger(workspace)``: opens a handle on the ledger kept at ``workspace``.
@@ -450,6 +451,15 @@ def _first_line(error: BaseException) -> str:
     if isinstance(error, BaseExceptionGroup):
         return "; ".join(_first_line(e) for e in error.exceptions)
     return f"{type(error).__name__}: {error}"
+
+
+def rule_names(machine: type[RuleBasedStateMachine]) -> list[str]:
+    """The names of a conformance machine's rules (not its initializers or invariants)."""
+    return sorted(
+        name
+        for name, value in vars(machine).items()
+        if callable(value) and hasattr(value, "hypothesis_stateful_rule")
+    )
 
 
 def count_steps(message: str) -> int:

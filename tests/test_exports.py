@@ -1,0 +1,44 @@
+"""The public surface of each package, pinned (DESIGN.md §3; trio's test_exports)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+EXPECTED = {
+    "capture_ledger.spec": {
+        "MAX_LEDGER_BATCH",
+        "MAX_ROLLOUT_ID_LENGTH",
+        "ROLLOUT_ID_PATTERN",
+        "CaptureLedger",
+        "CaptureLedgerError",
+        "ConflictingRecordError",
+        "FailureRow",
+        "InvalidRolloutIdError",
+        "Manifest",
+        "RolloutRemoval",
+        "RolloutRetiredError",
+        "check_ledger",
+        "conformance_test_case",
+        "staging_key",
+        "validate_rollout_id",
+        "validate_rollout_ids",
+    },
+    "capture_ledger.reference": {"ReferenceLedger", "open_reference_ledger"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(EXPECTED))
+def test_public_names_are_pinned(package: str) -> None:
+    module = importlib.import_module(package)
+    assert set(module.__all__) == EXPECTED[package]
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+
+
+def test_pinned_values() -> None:
+    from capture_ledger.spec import MAX_LEDGER_BATCH, MAX_ROLLOUT_ID_LENGTH, RolloutRetiredError
+
+    assert MAX_ROLLOUT_ID_LENGTH == 200 and MAX_LEDGER_BATCH == 4096
+    assert not issubclass(RolloutRetiredError, ValueError)
