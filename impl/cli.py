@@ -16,7 +16,14 @@ from collections.abc import Sequence
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Modules contributing sub-commands, in the order ``--help`` lists them.
-COMMAND_MODULES: tuple[str, ...] = ("capture_ledger.impl.verify_cli", "capture_ledger.impl.spec_cli")
+COMMAND_MODULES: tuple[str, ...] = (
+    "capture_ledger.impl.verify_cli",
+    "capture_ledger.impl.spec_cli",
+    "capture_ledger.impl.serve_cli",
+    "capture_ledger.impl.crash_cli",
+    "capture_ledger.impl.interleave",
+    "capture_ledger.impl.explore_cli",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

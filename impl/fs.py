@@ -9,22 +9,35 @@ injector wraps it to fail calls with ``OSError``. Nothing in the store bypasses 
 exclude both other processes (``fcntl.flock`` on descriptors held open) and other threads of this process
 (one ``threading.Lock`` per stripe, because ``flock`` does not exclude threads sharing a descriptor).
 
+Each lock file also holds ``GENERATION_SLOTS`` removal counters (8 bytes each, little-endian): a handle
+bumps the rollout's counter under the lock before it unlinks a ledger, and every handle compares it with
+the value its cache saw, so a cached entry is never trusted after another handle or process removed the
+file, even when the file system reuses the inode number at once (ext4 does, measured) (R-STORE-7). The
+counters are volatile coordination, not data: they are never fsynced, a crash may lose them, and after a
+crash no cache survives. Recorders may treat them as having no durable effect.
+
 Guaranteed: each method is one system call or a fixed, documented handful (``open_append`` is ``open``;
-``create_file`` is ``open`` + ``close``). Not guaranteed: durability of anything not fsynced, or that a
-``stat`` result still holds after the call returns unless the caller holds the rollout's lock.
+``create_file`` is ``open`` + ``close``; ``advance_generation`` is ``pread`` + ``pwrite``). Not guaranteed:
+durability of anything not fsynced, or that a ``stat`` result still holds after the call returns unless the
+caller holds the rollout's lock.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
+import functools
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-__all__ = ["FileStat", "FileSystem", "OsFileSystem", "lock_file_name"]
+__all__ = ["GENERATION_SLOTS", "FileStat", "FileSystem", "OsFileSystem", "lock_file_name"]
+
+#: Removal counters per lock file (R-STORE-7); 4096 bytes per lock file.
+GENERATION_SLOTS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +97,18 @@ class FileSystem(Protocol):
 
     def listdir(self) -> list[str]:
         """The names in the directory (for ``check``; never on a hot path)."""
+
+    def fstat(self, fd: int) -> FileStat:
+        """The inode and size of an open file."""
+
+    def truncate(self, fd: int, size: int) -> None:
+        """Cut an open file to ``size`` bytes (drops a torn last line before an append, R-STORE-6)."""
+
+    def generation(self, stripe: int, slot: int) -> int:
+        """Removal counter ``slot`` of lock stripe ``stripe`` (0 when never bumped); caller holds the lock."""
+
+    def advance_generation(self, stripe: int, slot: int) -> None:
+        """Add one to removal counter ``slot`` of stripe ``stripe``; caller holds the lock. Not durable."""
 
 
 class OsFileSystem:
@@ -203,6 +228,21 @@ class OsFileSystem:
     def listdir(self) -> list[str]:
         return sorted(os.listdir(self._dir_fd))
 
+    def fstat(self, fd: int) -> FileStat:
+        st = os.fstat(fd)
+        return FileStat(st.st_ino, st.st_size)
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def generation(self, stripe: int, slot: int) -> int:
+        raw = os.pread(self._lock_fds[stripe], 8, _slot_offset(slot))
+        return int.from_bytes(raw, "little") if len(raw) == 8 else 0
+
+    def advance_generation(self, stripe: int, slot: int) -> None:
+        value = (self.generation(stripe, slot) + 1) % (1 << 64)
+        os.pwrite(self._lock_fds[stripe], value.to_bytes(8, "little"), _slot_offset(slot))
+
     def close_all(self) -> None:
         """Close the directory and lock descriptors. The lock files stay (R-STORE-2)."""
         for fd in [*self._lock_fds, self._dir_fd]:
@@ -214,10 +254,19 @@ class OsFileSystem:
         self._lock_fds = []
 
 
-def _syncfs(fd: int) -> None:
-    import ctypes
+def _slot_offset(slot: int) -> int:
+    if not 0 <= slot < GENERATION_SLOTS:
+        raise ValueError(f"generation slot {slot} outside 0..{GENERATION_SLOTS - 1}")
+    return slot * 8
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.syncfs(fd) != 0:
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    # Loaded once: CDLL(None) per call costs more than the syncfs it wraps on a quiet file system.
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _syncfs(fd: int) -> None:
+    if _libc().syncfs(fd) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))

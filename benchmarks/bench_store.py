@@ -1,0 +1,245 @@
+"""Benchmark of ``FileLineageStore`` against the raw system-call floor (issue 3 item 9; SPEC.md R-STORE-3..5).
+
+Each figure is measured side by side in one run with the same system calls issued directly with ``os``
+(the floor the store cannot go below), in alternating rounds so that drift of a loaded machine hits both:
+
+- ``record (Live ledger)``: the store appends to an existing ledger. Floor: open(O_APPEND) + write + fsync
+  + close.
+- ``record (new ledger)``: the store creates the ledger. Floor: open(O_CREAT) + write + fsync + close +
+  fsync of the directory.
+- ``retire / ID``: a batch of ``--batch`` Live rollouts, retired by a handle that did not write them (the
+  usual case: another worker serves the retire). Floor: create each fence (open O_EXCL + close), fsync the
+  directory, unlink each ledger, fsync the directory.
+- ``retire / ID (cached)``: the same, by the handle that wrote them.
+- ``delete / ID``: a batch of Live rollouts. Floor: unlink each ledger and (missing) fence, fsync the
+  directory.
+- ``retire / ID, fence_sync=file`` and ``=syncfs`` against ``=directory`` (DESIGN.md §7: a directory fsync
+  does not make a new file's inode durable without a journal).
+
+Per-operation figures are medians over rounds (µs). Goals of issue 3: retire and delete within 1.3× of
+the floor, a write within 1.2×.
+
+Run: ``/work/.venv/bin/python benchmarks/bench_store.py [--rounds 7] [--batch 256] [--json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import contextlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from capture_ledger.impl.ordering import FenceSync
+from capture_ledger.impl.store import FileLineageStore
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+ROW = {"model_call_id": "m", "staging_key": "r/m", "model": "policy", "prompt_tokens": 812, "latency": 0.25}
+
+
+def _line(call: str) -> bytes:
+    row = dict(ROW, model_call_id=call)
+    return ('{"record":' + json.dumps(row, sort_keys=True, separators=(",", ":")) + "}\n").encode()
+
+
+def _timed(action: Callable[[], object]) -> float:
+    start = time.perf_counter_ns()
+    action()
+    return (time.perf_counter_ns() - start) / 1000
+
+
+class Bench:
+    def __init__(self, root: Path, batch: int) -> None:
+        self.root = root
+        self.batch = batch
+        self.count = 0
+        self.flip = False
+
+    def fresh(self) -> Path:
+        self.count += 1
+        path = self.root / f"d{self.count}"
+        path.mkdir()
+        return path
+
+    # ---------------------------------------------------------------- records
+    def record_live(self, n: int) -> tuple[float, float]:
+        store_dir, floor_dir = self.fresh(), self.fresh()
+        store = FileLineageStore(store_dir)
+        store.record("r", dict(ROW, model_call_id="m-first"))
+        floor_path = floor_dir / "r.lineage.jsonl"
+        floor_path.write_bytes(_line("m-first"))
+        store_times: list[float] = []
+        floor_times: list[float] = []
+        for i in range(n):
+            row = dict(ROW, model_call_id=f"m{i}")
+            store_times.append(_timed(lambda row=row: store.record("r", row)))  # type: ignore[misc]
+            data = _line(f"m{i}")
+
+            def floor(data: bytes = data) -> None:
+                fd = os.open(floor_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                os.write(fd, data)
+                os.fsync(fd)
+                os.close(fd)
+
+            floor_times.append(_timed(floor))
+        store.close()
+        return statistics.median(store_times), statistics.median(floor_times)
+
+    def record_new(self, n: int) -> tuple[float, float]:
+        store_dir, floor_dir = self.fresh(), self.fresh()
+        store = FileLineageStore(store_dir)
+        dir_fd = os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+        store_times: list[float] = []
+        floor_times: list[float] = []
+        for i in range(n):
+            row = dict(ROW, model_call_id="m0")
+            store_times.append(_timed(lambda i=i, row=row: store.record(f"r{i}", row)))  # type: ignore[misc]
+            data = _line("m0")
+
+            def floor(i: int = i, data: bytes = data) -> None:
+                fd = os.open(
+                    f"r{i}.lineage.jsonl",
+                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                    0o644,
+                    dir_fd=dir_fd,
+                )
+                os.write(fd, data)
+                os.fsync(fd)
+                os.close(fd)
+                os.fsync(dir_fd)
+
+            floor_times.append(_timed(floor))
+        os.close(dir_fd)
+        store.close()
+        return statistics.median(store_times), statistics.median(floor_times)
+
+    # ---------------------------------------------------------------- batches
+    def _populate(self, directory: Path, ids: list[str]) -> None:
+        for rollout_id in ids:
+            (directory / f"{rollout_id}.lineage.jsonl").write_bytes(_line("m0") + _line("m1"))
+        os.sync()
+
+    def retire_batch(
+        self, *, fence_sync: FenceSync = "directory", cached: bool = False
+    ) -> tuple[float, float]:
+        ids = [f"rollout-{i:05d}" for i in range(self.batch)]
+        store_dir, floor_dir = self.fresh(), self.fresh()
+        store = FileLineageStore(store_dir, fence_sync=fence_sync)
+        if cached:
+            for rollout_id in ids:
+                store.record(rollout_id, dict(ROW, model_call_id="m0"))
+                store.record(rollout_id, dict(ROW, model_call_id="m1"))
+            os.sync()
+        else:
+            self._populate(store_dir, ids)
+        self._populate(floor_dir, ids)
+        dir_fd = os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+
+        def floor() -> None:
+            for rollout_id in ids:
+                fd = os.open(
+                    f"{rollout_id}.lineage.retired",
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
+                    0o644,
+                    dir_fd=dir_fd,
+                )
+                if fence_sync == "file":
+                    os.fsync(fd)
+                os.close(fd)
+            if fence_sync == "syncfs":
+                if LIBC.syncfs(dir_fd) != 0:  # no os.syncfs in Python 3.11; the store also uses ctypes
+                    raise OSError(ctypes.get_errno(), "syncfs")
+            else:
+                os.fsync(dir_fd)
+            for rollout_id in ids:
+                os.unlink(f"{rollout_id}.lineage.jsonl", dir_fd=dir_fd)
+            os.fsync(dir_fd)
+
+        store_time, floor_time = self._both(lambda: store.retire(ids), floor, len(ids))
+        os.close(dir_fd)
+        store.close()
+        return store_time, floor_time
+
+    def _both(
+        self, store: Callable[[], object], floor: Callable[[], object], count: int
+    ) -> tuple[float, float]:
+        """Time both, in alternating order from one call to the next (drift hits both alike)."""
+        self.flip = not self.flip
+        if self.flip:
+            store_time = _timed(store)
+            floor_time = _timed(floor)
+        else:
+            floor_time = _timed(floor)
+            store_time = _timed(store)
+        return store_time / count, floor_time / count
+
+    def delete_batch(self) -> tuple[float, float]:
+        ids = [f"rollout-{i:05d}" for i in range(self.batch)]
+        store_dir, floor_dir = self.fresh(), self.fresh()
+        self._populate(store_dir, ids)
+        self._populate(floor_dir, ids)
+        store = FileLineageStore(store_dir)
+        dir_fd = os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+
+        def floor() -> None:
+            for rollout_id in ids:
+                os.unlink(f"{rollout_id}.lineage.jsonl", dir_fd=dir_fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(f"{rollout_id}.lineage.retired", dir_fd=dir_fd)
+            os.fsync(dir_fd)
+
+        store_time, floor_time = self._both(lambda: store.delete(ids), floor, len(ids))
+        os.close(dir_fd)
+        store.close()
+        return store_time, floor_time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7, help="rounds per batch figure (median taken)")
+    parser.add_argument("--records", type=int, default=300, help="records per record figure")
+    parser.add_argument("--batch", type=int, default=256, help="IDs per retire/delete batch")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-store-", dir=os.environ.get("BENCH_DIR")) as root:
+        bench = Bench(Path(root), args.batch)
+        cases: dict[str, Callable[[], tuple[float, float]]] = {
+            "record (Live ledger)": lambda: bench.record_live(args.records),
+            "record (new ledger)": lambda: bench.record_new(max(20, args.records // 5)),
+            "retire / ID": bench.retire_batch,
+            "retire / ID (cached)": lambda: bench.retire_batch(cached=True),
+            "delete / ID": bench.delete_batch,
+            "retire / ID, fence_sync=file": lambda: bench.retire_batch(fence_sync="file"),
+            "retire / ID, fence_sync=syncfs": lambda: bench.retire_batch(fence_sync="syncfs"),
+        }
+        for name, case in cases.items():
+            rounds = [case() for _ in range(args.rounds if "/ ID" in name else 3)]
+            store_us = statistics.median(r[0] for r in rounds)
+            floor_us = statistics.median(r[1] for r in rounds)
+            results[name] = {"store_us": store_us, "floor_us": floor_us, "ratio": store_us / floor_us}
+    directory = results["retire / ID"]["store_us"]
+    for name in ("retire / ID, fence_sync=file", "retire / ID, fence_sync=syncfs"):
+        results[name]["vs_directory"] = results[name]["store_us"] / directory
+    if args.json:
+        print(json.dumps({"batch": args.batch, "results": results}, indent=2))
+        return 0
+    print(f"FileLineageStore vs the system-call floor (batch {args.batch}; medians; µs per operation or ID)")
+    print(f"{'case':34} {'store':>9} {'floor':>9} {'ratio':>7}")
+    for name, figures in results.items():
+        extra = f"   {figures['vs_directory']:.2f}× directory" if "vs_directory" in figures else ""
+        print(
+            f"{name:34} {figures['store_us']:9.1f} {figures['floor_us']:9.1f} {figures['ratio']:6.2f}×{extra}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,658 @@
+"""The ordering study: which sync or ordering step protects which crash clause, under which model (issue 6).
+
+For every step of the protocol (``ordering.StoreVariant``) one store configuration switches it off; the
+default protocol and its ``fence_sync`` options are studied next to them. Each configuration runs every
+``WORKLOADS`` entry once through the recording seam (``crash.record``) and is explored under every
+persistence model (``spec.durability.MODELS``). The result is a matrix *configuration × model → clauses
+broken*, with the shortest counterexample of each cell, rendered by ``render_markdown`` as ``report.md``
+and by ``matrix_svg``/``timeline_svg`` as SVG pictures drawn by this module (no plotting library).
+
+``SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every image);
+``study(full=True)`` adds the guards that are not about crashes and larger, sampled workloads.
+``EXPECTED`` pins what the small study must find: the default protocol clean under ``journaled`` and
+``weakest-posix``, each ablated step caught under at least one model.
+
+Not guaranteed: that a clean cell proves the step unnecessary on real hardware (the models are parameters),
+or coverage beyond the recorded schedule of each workload.
+"""
+
+from __future__ import annotations
+
+import html
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capture_ledger.impl.crash import (
+    CrashViolation,
+    Exploration,
+    FaultAt,
+    Observation,
+    Pause,
+    Recording,
+    StoreConfig,
+    Workload,
+    explore,
+    record,
+)
+from capture_ledger.impl.ordering import FenceSync, StoreVariant
+from capture_ledger.impl.recording import Invoke, Return
+from capture_ledger.spec.durability import CLAUSES, MODELS, DiskImage, describe_effect
+from capture_ledger.spec.model import Delete, Operation, Record, RecordFailure, Retire
+
+__all__ = [
+    "CONFIGS",
+    "EXPECTED",
+    "SMALL",
+    "WORKLOADS",
+    "Study",
+    "StudyCell",
+    "matrix_svg",
+    "matrix_table",
+    "render_markdown",
+    "study",
+    "timeline_svg",
+    "write_report",
+]
+
+
+def _row(call: str, value: int = 1) -> dict[str, object]:
+    return {"model_call_id": call, "value": value}
+
+
+_SYNC = frozenset({"sync_dir", "syncfs"})
+
+#: The study's workloads: each exercises the steps named in its note.
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="record-new",
+            ops=(Record("r1", _row("a")),),
+            note="first record creates the ledger: data fsync, directory sync on create",
+        ),
+        Workload(
+            name="record-append",
+            setup=(Record("r1", _row("a")),),
+            ops=(Record("r1", _row("b")), RecordFailure("r1", "c", "timeout")),
+            note="appends to a durable ledger: data fsync",
+        ),
+        Workload(
+            name="record-torn",
+            setup=(Record("r1", _row("a")),),
+            torn=("r1",),
+            ops=(Record("r1", _row("b")),),
+            note="append after a crash left a torn last line: truncate, write, fsync (R-STORE-6)",
+        ),
+        Workload(
+            name="retire-live",
+            setup=(Record("r1", _row("a")),),
+            ops=(Retire(["r1", "r2"]),),
+            note="retire a Live and an Absent ID: fences, sync, unlink, sync",
+        ),
+        Workload(
+            name="retire-overlap",
+            ops=(Retire(["r1"]), Retire(["r1"])),
+            pause=Pause(0, _SYNC),
+            note="a second retire runs while the first has written its fence but not synced it: "
+            "the sync when nothing was written",
+        ),
+        Workload(
+            name="delete-reuse",
+            setup=(Record("r1", _row("a")), Retire(["r1"])),
+            ops=(Delete(["r1"]), Record("r1", _row("b"))),
+            note="delete a Retired ID, then reuse it: delete's sync",
+        ),
+        Workload(
+            name="retire-delete-reuse",
+            setup=(Record("r1", _row("a")),),
+            ops=(Retire(["r1"]), Delete(["r1"]), Record("r1", _row("b"))),
+            pause=Pause(0, frozenset({"lock"}), 2),
+            note="a delete and a reuse run between retire's phases: the re-check (R-CONC-3)",
+        ),
+        Workload(
+            name="record-retry-eio",
+            ops=(Record("r1", _row("a")), Record("r1", _row("a"))),
+            faults=(FaultAt(0, "sync_dir"),),
+            note="the first record's directory sync fails (EIO); the caller retries the same row, "
+            "which is already there (R-WRITE-3)",
+        ),
+        Workload(
+            name="retire-retry-eio",
+            ops=(Retire(["r1"]), Retire(["r1"])),
+            faults=(FaultAt(0, "sync_dir"),),
+            note="a retire fails after writing its fence, before syncing it; the caller retries the batch: "
+            "the sync when nothing was written",
+        ),
+        Workload(
+            name="delete-retry-eio",
+            setup=(Record("r1", _row("a")), Retire(["r1"])),
+            ops=(Delete(["r1"]), Delete(["r1"])),
+            faults=(FaultAt(0, "sync_dir"),),
+            note="a delete fails at its directory sync; the caller retries: every non-empty batch syncs",
+        ),
+        Workload(
+            name="mixed",
+            setup=(Record("r1", _row("a")), Record("r2", _row("b")), Retire(["r4"])),
+            ops=(
+                Record("r3", _row("c")),
+                Retire(["r1", "r2", "r3", "r4"]),
+                Delete(["r2", "r4"]),
+                Record("r2", _row("d")),
+            ),
+            note="larger: every kind of operation on four IDs",
+        ),
+        Workload(
+            name="retire-batch",
+            setup=tuple(Record(f"r{i}", _row("a")) for i in range(8)),
+            ops=(Retire([f"r{i}" for i in range(8)]),),
+            note="a batch of eight Live IDs: the weak models' spaces grow as 2^8; sampled",
+        ),
+    )
+}
+
+#: The workloads of the CI study.
+SMALL_WORKLOADS = (
+    "record-new",
+    "retire-live",
+    "retire-overlap",
+    "retire-retry-eio",
+    "delete-reuse",
+    "retire-delete-reuse",
+)
+
+#: The protocol's sync and ordering steps, each switched off alone (issue 6 item 4).
+STEPS = (
+    "sync_after_fences",
+    "sync_when_nothing_written",
+    "recheck_fence",
+    "sync_after_unlinks",
+    "fsync_appends",
+    "sync_dir_on_create",
+    "sync_delete",
+    "fence_before_unlink",
+)
+#: Guards that are not about crashes; studied in the full run only.
+OTHER_GUARDS = ("fence_lookup_on_write", "admit_checks_fence", "cache_coherence")
+
+
+def _without(step: str, *, fence_sync: FenceSync = "directory") -> StoreConfig:
+    prefix = "" if fence_sync == "directory" else f"fence_sync={fence_sync}, "
+    return StoreConfig(
+        label=f"{prefix}no {step}", variant=StoreVariant(**{step: False}), fence_sync=fence_sync
+    )
+
+
+#: Every configuration of the study, by label.
+CONFIGS: dict[str, StoreConfig] = {
+    c.label: c
+    for c in (
+        StoreConfig(label="default"),
+        StoreConfig(label="fence_sync=file", fence_sync="file"),
+        StoreConfig(label="fence_sync=syncfs", fence_sync="syncfs"),
+        *(_without(step) for step in (*STEPS, *OTHER_GUARDS)),
+        # The full study also ablates each step from the configuration that is safe without a journal.
+        *(_without(step, fence_sync="file") for step in STEPS),
+    )
+}
+SMALL = ("default", "fence_sync=file", "fence_sync=syncfs", *(f"no {s}" for s in STEPS))
+
+#: What the small study must find: configuration → model → clauses broken (R-STATE-3/R-STORE-8 never).
+EXPECTED: dict[str, dict[str, frozenset[str]]] = {
+    "default": {
+        "journaled": frozenset(),
+        "weakest-posix": frozenset(),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+    "fence_sync=file": {
+        "journaled": frozenset(),
+        "weakest-posix": frozenset(),
+        "ext4-nojournal": frozenset(),
+    },
+    "fence_sync=syncfs": {
+        "journaled": frozenset(),
+        "weakest-posix": frozenset(),
+        "ext4-nojournal": frozenset(),
+    },
+    "no sync_after_fences": {
+        "journaled": frozenset({"R-CRASH-2"}),
+        "weakest-posix": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no sync_when_nothing_written": {
+        "journaled": frozenset({"R-CRASH-2"}),
+        "weakest-posix": frozenset({"R-CRASH-2"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no recheck_fence": {
+        "journaled": frozenset({"R-CRASH-1", "R-CRASH-4"}),
+        "weakest-posix": frozenset({"R-CRASH-1", "R-CRASH-4"}),
+        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no sync_after_unlinks": {
+        "journaled": frozenset({"R-CRASH-2"}),
+        "weakest-posix": frozenset({"R-CRASH-2"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2"}),
+    },
+    "no fsync_appends": {
+        "journaled": frozenset({"R-CRASH-1"}),
+        "weakest-posix": frozenset({"R-CRASH-1"}),
+        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no sync_dir_on_create": {
+        "journaled": frozenset({"R-CRASH-1"}),
+        "weakest-posix": frozenset({"R-CRASH-1"}),
+        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no sync_delete": {
+        "journaled": frozenset({"R-CRASH-3"}),
+        "weakest-posix": frozenset({"R-CRASH-3"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-3", "R-CRASH-4"}),
+    },
+    "no fence_before_unlink": {
+        "journaled": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+        "weakest-posix": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StudyCell:
+    """One configuration on one workload: its recording and one exploration per model."""
+
+    config: str
+    workload: str
+    recording: Recording
+    explorations: tuple[Exploration, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Study:
+    """The whole study: every cell, and the figures over all of them."""
+
+    cells: tuple[StudyCell, ...]
+    models: tuple[str, ...]
+    configs: tuple[str, ...]
+    workloads: tuple[str, ...]
+    seconds: float
+    budget: int
+    seed: int
+    full: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+    def explorations(self) -> list[Exploration]:
+        """Every exploration, in study order."""
+        return [e for cell in self.cells for e in cell.explorations]
+
+    def clauses(self, config: str, model: str) -> frozenset[str]:
+        """The clauses broken by ``config`` under ``model``, over every workload."""
+        found: set[str] = set()
+        for e in self.explorations():
+            if e.config == config and e.model == model:
+                found |= e.clauses
+        return frozenset(found)
+
+    def matrix(self) -> dict[str, dict[str, frozenset[str]]]:
+        """configuration → model → clauses broken."""
+        return {c: {m: self.clauses(c, m) for m in self.models} for c in self.configs}
+
+    def verdict(self, config: str, model: str) -> str:
+        """``violation``, ``ok`` (every image of every workload judged) or ``unknown`` (some sampled)."""
+        found = [e for e in self.explorations() if e.config == config and e.model == model]
+        if any(e.violations for e in found):
+            return "violation"
+        return "unknown" if any(e.sampled for e in found) else "ok"
+
+    def shortest(self, config: str, model: str | None = None) -> CrashViolation | None:
+        """The shortest counterexample of ``config`` (under ``model``, or any model)."""
+        examples = [
+            v
+            for e in self.explorations()
+            if e.config == config and (model is None or e.model == model)
+            for v in e.examples
+        ]
+        return min(examples, key=lambda v: (*v.size(), v.model), default=None)
+
+    def headline(self, config: str) -> CrashViolation | None:
+        """The counterexample that shows what ``config`` breaks: under the strongest model where it fails
+        and the default protocol does not (else the strongest where it fails), the shortest."""
+        failing = [m for m in self.models if self.clauses(config, m)]
+        own = [m for m in failing if "default" not in self.configs or not self.clauses("default", m)]
+        for model in own or failing:
+            return self.shortest(config, model)
+        return None
+
+    def totals(self) -> tuple[int, int, float]:
+        """Images judged, distinct images read, seconds spent exploring."""
+        explorations = self.explorations()
+        return (
+            sum(e.images for e in explorations),
+            sum(e.distinct for e in explorations),
+            sum(e.seconds for e in explorations),
+        )
+
+
+def study(
+    *,
+    configs: Sequence[str] | None = None,
+    models: Sequence[str] | None = None,
+    workloads: Sequence[str] | None = None,
+    full: bool = False,
+    budget: int = 256,
+    seed: int = 0,
+    progress: Callable[[StudyCell], None] | None = None,
+) -> Study:
+    """Run the ordering study.
+
+    Args:
+        configs: configuration labels (default: ``SMALL``, or every one of ``CONFIGS`` when ``full``).
+        models: model names (default: all).
+        workloads: workload names (default: ``SMALL_WORKLOADS``, or all when ``full``).
+        full: the full study's defaults.
+        budget: most images judged per crash point (beyond it, a seeded sample).
+        seed: the sampling seed.
+        progress: called with each cell as it completes.
+
+    Returns:
+        The study.
+
+    Raises:
+        KeyError: an unknown configuration, model or workload.
+    """
+    chosen_configs = tuple(configs or (CONFIGS if full else SMALL))
+    chosen_models = tuple(models or MODELS)
+    chosen_workloads = tuple(workloads or (WORKLOADS if full else SMALL_WORKLOADS))
+    started = time.perf_counter()
+    cells: list[StudyCell] = []
+    for label in chosen_configs:
+        config = CONFIGS[label]
+        for name in chosen_workloads:
+            with tempfile.TemporaryDirectory(prefix="capture-ledger-record-") as directory:
+                recording = record(WORKLOADS[name], config, Path(directory))
+            cache: dict[DiskImage, Observation] = {}
+            explorations = tuple(
+                explore(recording, MODELS[m], budget=budget, seed=seed, observer_cache=cache)
+                for m in chosen_models
+            )
+            cells.append(StudyCell(label, name, recording, explorations))
+            if progress is not None:
+                progress(cells[-1])
+    return Study(
+        tuple(cells),
+        chosen_models,
+        chosen_configs,
+        chosen_workloads,
+        time.perf_counter() - started,
+        budget,
+        seed,
+        full,
+    )
+
+
+# ------------------------------------------------------------------------------------------- markdown
+def _cell_text(study: Study, config: str, model: str) -> str:
+    clauses = sorted(study.clauses(config, model))
+    if clauses:
+        return ", ".join(clauses)
+    return "no violation" if study.verdict(config, model) == "ok" else "none found (sampled)"
+
+
+def matrix_table(study: Study) -> str:
+    """The matrix as a Markdown table: configuration × model → clauses broken."""
+    lines = [
+        "| store configuration | " + " | ".join(study.models) + " |",
+        "|---|" + "---|" * len(study.models),
+    ]
+    for config in study.configs:
+        cells = " | ".join(_cell_text(study, config, m) for m in study.models)
+        lines.append(f"| {config} | {cells} |")
+    return "\n".join(lines)
+
+
+def _describe(workload: Workload) -> str:
+    parts = []
+    if workload.setup:
+        parts.append("setup: " + "; ".join(_short(o) for o in workload.setup))
+    parts.append("; ".join(f"`{_short(o)}`" for o in workload.ops))
+    if workload.pause is not None:
+        calls = "/".join(sorted(workload.pause.calls))
+        parts.append(f"op {workload.pause.op} parked before its {calls} #{workload.pause.occurrence}")
+    parts += [f"op {f.op}'s {f.call} #{f.occurrence} fails (EIO)" for f in workload.faults]
+    return "<br>".join(parts)
+
+
+def _fence(text: str) -> str:
+    return "```\n" + text + "\n```"
+
+
+def render_markdown(study: Study, *, pictures: Iterable[str] = ()) -> str:
+    """The study as a Markdown report (``pictures``: SVG file names to embed)."""
+    images, distinct, seconds = study.totals()
+    rate = images / seconds if seconds else 0.0
+    parts = [
+        "# Crash-consistency study of `FileLineageStore`",
+        "",
+        f"{'Full' if study.full else 'Small (CI)'} study: {len(study.configs)} store configurations × "
+        f"{len(study.workloads)} workloads × {len(study.models)} persistence models; "
+        f"{images} crash images judged ({distinct} distinct images read by a fresh store) in "
+        f"{seconds:.1f} s of exploration, **{rate:.0f} images/s**; {study.seconds:.1f} s in all "
+        f"(recording included). At most {study.budget} images per crash point (seed {study.seed}).",
+        "",
+        "## Persistence models",
+        "",
+        *(f"- **{m}**: {MODELS[m].summary}." for m in study.models),
+        "",
+        "## Matrix: which contract clause breaks",
+        "",
+        "R-CRASH-1 a returned record is durable; R-CRASH-2 a returned retire leaves its batch Retired; "
+        "R-CRASH-3 a returned delete leaves its batch Absent; R-CRASH-4 an operation in flight leaves "
+        "each ID in its pre-state, its post-state or a state on its own path.",
+        "",
+        matrix_table(study),
+        "",
+        *(f"![{Path(p).stem}]({p})\n" for p in pictures),
+        "## Workloads",
+        "",
+        "| workload | operations | note |",
+        "|---|---|---|",
+        *(f"| {w} | {_describe(WORKLOADS[w])} | {WORKLOADS[w].note} |" for w in study.workloads),
+        "",
+        "## Shortest counterexample per configuration",
+        "",
+        "Under the strongest model where the configuration fails and the default protocol does not.",
+        "",
+    ]
+    for config in study.configs:
+        example = study.headline(config)
+        if example is None:
+            parts += [f"### {config}", "", "No violation under any model.", ""]
+        else:
+            parts += [f"### {config}", "", _fence(example.render()), ""]
+    parts += [
+        "## Figures per exploration",
+        "",
+        "| configuration | workload | model | crash points | images | space | verdict | violations | "
+        "images/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in study.explorations():
+        parts.append(
+            f"| {e.config} | {e.workload} | {e.model} | {e.crash_points} | {e.images} | {e.space} | "
+            f"{e.verdict} | {e.violations} | {e.rate:.0f} |"
+        )
+    parts.append("")
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ SVG
+_RED, _GREEN, _GREY = "#d9534f", "#dff0d8", "#e6e6e6"
+
+
+def _text(x: float, y: float, text: str, *, size: int = 12, anchor: str = "start", **extra: str) -> str:
+    attributes = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in extra.items())
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+        f'font-family="monospace"{attributes}>{html.escape(text)}</text>'
+    )
+
+
+def _svg(width: float, height: float, body: list[str]) -> str:
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="0 0 {width:.0f} {height:.0f}">\n<rect width="100%" height="100%" fill="white"/>\n'
+        + "\n".join(body)
+        + "\n</svg>\n"
+    )
+
+
+def matrix_svg(study: Study) -> str:
+    """The matrix as a picture: configuration rows × (model × clause) columns; red where broken."""
+    left, top, cell, gap = 230.0, 70.0, 26.0, 14.0
+    group = cell * len(CLAUSES) + gap
+    width = left + group * len(study.models) + 20
+    height = top + cell * len(study.configs) + 60
+    body = [_text(10, 22, "Crash contract clauses broken, per store configuration and model", size=14)]
+    for column, model in enumerate(study.models):
+        x0 = left + column * group
+        body.append(_text(x0 + cell * len(CLAUSES) / 2, 44, model, anchor="middle", font_weight="bold"))
+        for k, clause in enumerate(CLAUSES):
+            body.append(_text(x0 + k * cell + cell / 2, 62, clause[-1], size=11, anchor="middle"))
+    for row, config in enumerate(study.configs):
+        y = top + row * cell
+        body.append(_text(left - 8, y + cell * 0.68, config, anchor="end"))
+        for column, model in enumerate(study.models):
+            broken = study.clauses(config, model)
+            verdict = study.verdict(config, model)
+            for k, clause in enumerate(CLAUSES):
+                x = left + column * group + k * cell
+                fill = _RED if clause in broken else (_GREEN if verdict == "ok" else _GREY)
+                body.append(
+                    f'<rect x="{x:.1f}" y="{y:.1f}" width="{cell - 2:.1f}" height="{cell - 2:.1f}" '
+                    f'fill="{fill}"><title>{html.escape(f"{config} / {model} / {clause}")}</title></rect>'
+                )
+    legend_y = top + cell * len(study.configs) + 24
+    for k, (fill, label) in enumerate(
+        ((_RED, "clause broken"), (_GREEN, "no violation (every image)"), (_GREY, "none found (sampled)"))
+    ):
+        x = 10 + k * 230
+        body.append(f'<rect x="{x}" y="{legend_y - 12}" width="14" height="14" fill="{fill}"/>')
+        body.append(_text(x + 20, legend_y, label))
+    body.append(_text(10, legend_y + 24, "columns 1-4: R-CRASH-1 record, -2 retire, -3 delete, -4 in flight"))
+    return _svg(width, height, body)
+
+
+def _short(op: Operation) -> str:
+    if isinstance(op, Retire | Delete):
+        return f"{type(op).__name__.lower()} {','.join(map(str, op.rollout_ids))}"  # type: ignore[call-overload]
+    if isinstance(op, Record):
+        return f"record {op.rollout_id} {op.row['model_call_id']}"  # type: ignore[index]
+    return f"{type(op).__name__} {getattr(op, 'rollout_id', '')}"
+
+
+def timeline_svg(recording: Recording, violation: CrashViolation) -> str:
+    """A counterexample as a picture: one lane per operation, its effects in trace order, the crash line,
+    and what a fresh store read from the image the crash left."""
+    trace = recording.trace
+    current: dict[str, int] = {}
+    lane_of: list[int | None] = []
+    for event, thread in zip(trace, recording.threads, strict=True):
+        if isinstance(event, Invoke):
+            current[thread] = event.op
+            lane_of.append(event.op)
+        elif isinstance(event, Return):
+            lane_of.append(event.op)
+            current.pop(thread, None)
+        else:
+            lane_of.append(current.get(thread))
+    effects_seen = 0
+    crash_row = len(trace)
+    for position, event in enumerate(trace):
+        if not isinstance(event, Invoke | Return):
+            if effects_seen == violation.cut:
+                crash_row = position
+                break
+            effects_seen += 1
+    ops = recording.workload.ops
+    left, top, row_h, lane_w = 330.0, 80.0, 20.0, 150.0
+    width = left + lane_w * len(ops) + 20
+    info = [
+        f"crash after {violation.cut} effect(s); model {violation.model}; store {violation.config}",
+        "image left by the crash:",
+        *(f"  {n}: {c}" for n, c in violation.image),
+        *(["  (no ledger or fence files)"] if not violation.image else []),
+        f"read back {violation.rollout_id}: {violation.observed}",
+        "allowed:",
+        *(f"  {a}" for a in violation.allowed),
+        f"broken: {', '.join(violation.clauses)}",
+    ]
+    height = top + row_h * (len(trace) + 1) + 20 + 16 * len(info)
+    body = [
+        _text(10, 22, f"Counterexample: workload {violation.workload}", size=14, font_weight="bold"),
+        _text(10, 42, "lanes are store operations; dots are their effects; the red line is the crash"),
+    ]
+    for lane, op in enumerate(ops):
+        label = f"op {lane}: {_short(op)}"
+        body.append(_text(left + lane * lane_w + lane_w / 2, 66, label[:24], size=11, anchor="middle"))
+    spans: dict[int, list[int]] = {}
+    for position, event in enumerate(trace):
+        y = top + position * row_h
+        column = lane_of[position]
+        if isinstance(event, Invoke):
+            label = f"invoke op {event.op}"
+        elif isinstance(event, Return):
+            label = f"return op {event.op}"
+        else:
+            label = describe_effect(event, recording.inode_names)
+        after = position >= crash_row
+        body.append(_text(10, y + 14, label, fill="#999999" if after else "black"))
+        if column is not None:
+            spans.setdefault(column, []).append(position)
+            x = left + column * lane_w + lane_w / 2
+            if isinstance(event, Invoke | Return):
+                body.append(f'<rect x="{x - 30:.1f}" y="{y + 4:.1f}" width="60" height="12" fill="#337ab7"/>')
+            else:
+                body.append(f'<circle cx="{x:.1f}" cy="{y + 10:.1f}" r="5" fill="#333333"/>')
+    for lane, positions in spans.items():
+        x = left + lane * lane_w + lane_w / 2
+        y1, y2 = top + min(positions) * row_h + 10, top + max(positions) * row_h + 10
+        body.insert(
+            2,
+            f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y2:.1f}" stroke="#9ecae1" '
+            'stroke-width="6"/>',
+        )
+    crash_y = top + crash_row * row_h + 1
+    body.append(
+        f'<line x1="5" y1="{crash_y:.1f}" x2="{width - 5:.1f}" y2="{crash_y:.1f}" stroke="{_RED}" '
+        'stroke-width="2" stroke-dasharray="6,3"/>'
+    )
+    body.append(_text(width - 8, crash_y - 3, "crash", anchor="end", fill=_RED))
+    y = top + row_h * (len(trace) + 1) + 10
+    for line in info:
+        body.append(_text(10, y, line, size=11))
+        y += 16
+    return _svg(width, height, body)
+
+
+def write_report(study: Study, directory: Path) -> Path:
+    """Write ``report.md``, ``matrix.svg`` and one ``timeline-*.svg`` per headline counterexample.
+
+    Returns:
+        The path of ``report.md``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    pictures = ["matrix.svg"]
+    (directory / "matrix.svg").write_text(matrix_svg(study), encoding="utf-8")
+    for config in study.configs:
+        example = study.headline(config)
+        if example is None:
+            continue
+        cell = next(c for c in study.cells if c.config == config and c.workload == example.workload)
+        name = "timeline-" + config.replace(" ", "-").replace("=", "-") + ".svg"
+        (directory / name).write_text(timeline_svg(cell.recording, example), encoding="utf-8")
+        pictures.append(name)
+    report = directory / "report.md"
+    report.write_text(render_markdown(study, pictures=pictures), encoding="utf-8")
+    return report

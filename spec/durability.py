@@ -1,0 +1,606 @@
+"""Persistence models: which disk images a crash may leave (SPEC.md §Durability; DESIGN.md §6–7).
+
+The crash contract (R-CRASH-1..4) only means something relative to what the file system promises to keep
+at a crash. This module states three such promises precisely, as pure functions from the *effects* a store
+issued before the crash (a trace prefix) to the set of disk images the crash may leave.
+
+Effect vocabulary (shared by ``impl/recording`` and the models): ``Create(name, inode)`` a new entry naming
+a new empty inode; ``Write(inode, data)`` bytes appended to an inode; ``Truncate(inode, size)`` an inode
+cut short (a crash may undo it until the inode is synced); ``Fsync(inode)`` a file sync;
+``Unlink(name, inode)`` an entry removed; ``SyncDir()`` a directory sync; ``Syncfs()`` a whole-file-system
+flush. Inodes are the recorder's own numbers (never reused), so a name re-created after an unlink names a new
+inode. Every model starts from a ``Baseline``: files present and durable before the trace began.
+
+Shared rules. A *synced* directory operation is one issued before a later ``SyncDir`` or ``Syncfs``; it is
+always kept. A file's *synced length* is its size at its last ``Fsync`` (or ``Syncfs``); a file that comes
+back holds a prefix of the bytes written to it, at least its synced length (no holes, no garbage: a file
+system that shows zeroed blocks after a crash is outside every model here).
+
+``journaled`` — directory operations persist *in issue order*: the kept ones are a prefix of them that
+includes every synced one. An entry that comes back names its inode (a directory sync persists the entries
+and the inodes they name); file data persists only through ``Fsync``/``Syncfs``; unsynced appended bytes
+may persist as any prefix. (Real ext4 with a journal promises more; this is the weakest journaled model.)
+
+``weakest-posix`` — nothing unsynced is promised: every unsynced create and unlink may be kept or lost
+independently of the others (so in any combination and as if in any order); an entry that comes back names
+its inode; an unsynced append may persist as any prefix of its bytes.
+
+``ext4-nojournal`` — as measured on these machines (DESIGN.md §7): as ``weakest-posix``, and in addition a
+directory sync persists a new *entry* but not the new *inode* it names. An inode is durable only once it is
+fsynced, flushed by ``Syncfs``, or was in the baseline. An entry naming a non-durable inode comes back
+either dropped (fsck removes the dangling entry) or as a file holding any prefix of its bytes, the empty
+file included.
+
+Enumeration. ``space(model, baseline, effects)`` returns an ``ImageSpace``: a union of products of
+per-name options, with an exact ``size``, indexable (for deterministic sampling) and iterable. A file's
+possible contents ("any prefix at least the synced length") are enumerated up to what a line reader can
+distinguish: the synced length, and for each later write its start, first interior byte, last interior
+byte and end. Every other prefix reads the same as one of these (the same complete lines, and a torn tail
+or none). Not guaranteed: that the images are distinct (callers deduplicate), or that any real file system
+matches a model; the models are the study's parameters, not measurements of a kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from capture_ledger.spec.ids import validate_rollout_ids
+from capture_ledger.spec.model import (
+    ABSENT,
+    RETIRED,
+    Delete,
+    HasRows,
+    LedgerState,
+    Live,
+    Operation,
+    Retire,
+    RolloutState,
+    step,
+)
+
+__all__ = [
+    "CLAUSES",
+    "MODELS",
+    "Alternative",
+    "Baseline",
+    "Create",
+    "DiskImage",
+    "Effect",
+    "Fsync",
+    "ImageSpace",
+    "Journaled",
+    "NoJournalExt4",
+    "PersistenceModel",
+    "Span",
+    "SyncDir",
+    "Syncfs",
+    "Truncate",
+    "Unlink",
+    "WeakestPosix",
+    "Write",
+    "allowed_states",
+    "broken_clauses",
+    "describe_effect",
+    "space",
+    "touches",
+]
+
+
+# ------------------------------------------------------------------------------------------- effects
+@dataclass(frozen=True, slots=True)
+class Create:
+    """A new directory entry ``name`` naming a new, empty inode ``inode``."""
+
+    name: str
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """``data`` appended to inode ``inode``."""
+
+    inode: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Truncate:
+    """Inode ``inode`` cut to ``size`` bytes (the store drops a torn tail before appending, R-STORE-6)."""
+
+    inode: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fsync:
+    """A file sync: inode ``inode``'s data and metadata (not its directory entry) are durable."""
+
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unlink:
+    """Directory entry ``name`` (naming inode ``inode``) removed."""
+
+    name: str
+    inode: int
+
+
+@dataclass(frozen=True, slots=True)
+class SyncDir:
+    """A directory sync: every directory operation issued before it is durable."""
+
+
+@dataclass(frozen=True, slots=True)
+class Syncfs:
+    """A whole-file-system flush: everything issued before it is durable."""
+
+
+Effect = Create | Write | Truncate | Fsync | Unlink | SyncDir | Syncfs
+
+
+def describe_effect(effect: Effect, names: Mapping[int, str] | None = None) -> str:
+    """A short human-readable label, e.g. ``create r1.lineage.retired`` or ``write r1.lineage.jsonl +42``."""
+    label = (names or {}).get(getattr(effect, "inode", -1), "")
+    if isinstance(effect, Create):
+        return f"create {effect.name}"
+    if isinstance(effect, Unlink):
+        return f"unlink {effect.name}"
+    if isinstance(effect, Write):
+        return f"write {label or f'#{effect.inode}'} +{len(effect.data)}"
+    if isinstance(effect, Truncate):
+        return f"truncate {label or f'#{effect.inode}'} to {effect.size}"
+    if isinstance(effect, Fsync):
+        return f"fsync {label or f'#{effect.inode}'}"
+    if isinstance(effect, SyncDir):
+        return "sync dir"
+    return "syncfs"
+
+
+# -------------------------------------------------------------------------------------------- images
+@dataclass(frozen=True, slots=True)
+class DiskImage:
+    """What a crash leaves: file names and their bytes, sorted by name. Hashable, so images deduplicate."""
+
+    files: tuple[tuple[str, bytes], ...] = ()
+
+    @classmethod
+    def of(cls, files: Mapping[str, bytes]) -> DiskImage:
+        """Build an image from a mapping."""
+        return cls(tuple(sorted(files.items())))
+
+    def as_dict(self) -> dict[str, bytes]:
+        """The image as a mapping."""
+        return dict(self.files)
+
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """The durable starting point: ``(name, inode, bytes)`` for every file present before the trace."""
+
+    files: tuple[tuple[str, int, bytes], ...] = ()
+
+    def image(self) -> DiskImage:
+        """The baseline as an image."""
+        return DiskImage.of({name: data for name, _, data in self.files})
+
+
+@dataclass(frozen=True, slots=True)
+class Alternative:
+    """A product of independent per-name choices: ``options[i]`` are name ``names[i]``'s possible contents
+    (``None``: the name is absent). Names with a single option are fixed."""
+
+    names: tuple[str, ...]
+    options: tuple[tuple[bytes | None, ...], ...]
+
+    @property
+    def size(self) -> int:
+        """The number of images in this product."""
+        return math.prod(len(o) for o in self.options)
+
+    def image(self, index: int) -> DiskImage:
+        """The ``index``-th image of the product, in mixed radix (first name varies slowest)."""
+        files: dict[str, bytes] = {}
+        for name, options in zip(reversed(self.names), reversed(self.options), strict=True):
+            index, digit = divmod(index, len(options))
+            chosen = options[digit]
+            if chosen is not None:
+                files[name] = chosen
+        return DiskImage.of(files)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSpace:
+    """Every image one crash point allows: a union of ``Alternative`` products (possibly overlapping)."""
+
+    alternatives: tuple[Alternative, ...]
+    size: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", sum(a.size for a in self.alternatives))
+
+    def image(self, index: int) -> DiskImage:
+        """The ``index``-th image, ``0 <= index < size``.
+
+        Raises:
+            IndexError: ``index`` is out of range.
+        """
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        for alternative in self.alternatives:
+            if index < alternative.size:
+                return alternative.image(index)
+            index -= alternative.size
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def __iter__(self) -> Iterator[DiskImage]:
+        for index in range(self.size):
+            yield self.image(index)
+
+    def sample(self, count: int, *, seed: int) -> list[DiskImage]:
+        """``count`` images drawn without replacement by a ``random.Random(seed)`` (all when fewer)."""
+        if self.size <= count:
+            return list(self)
+        rng = random.Random(seed)
+        chosen: set[int] = set()
+        while len(chosen) < count:
+            chosen.add(rng.randrange(self.size))
+        return [self.image(i) for i in sorted(chosen)]
+
+
+# -------------------------------------------------------------------------------------------- replay
+@dataclass(slots=True)
+class _Replay:
+    """What a trace prefix did, in the terms every model needs."""
+
+    baseline: dict[str, int]
+    dir_ops: list[tuple[str, int | None]]  # (name, inode created) or (name, None) for an unlink
+    synced_ops: int  # how many of dir_ops precede the last SyncDir/Syncfs
+    data: dict[int, bytearray]
+    writes: dict[int, list[tuple[int, int]]]
+    synced_length: dict[int, int]
+    durable_inodes: set[int]  # inodes whose metadata a model with separate inode writeback may rely on
+    untruncated: dict[int, bytes]  # content before an unsynced truncate, which a crash may undo
+
+
+def _replay(baseline: Baseline, effects: Sequence[Effect]) -> _Replay:
+    replay = _Replay(
+        baseline={name: inode for name, inode, _ in baseline.files},
+        dir_ops=[],
+        synced_ops=0,
+        data={inode: bytearray(data) for _, inode, data in baseline.files},
+        writes={inode: [] for _, inode, _ in baseline.files},
+        synced_length={inode: len(data) for _, inode, data in baseline.files},
+        durable_inodes={inode for _, inode, _ in baseline.files},
+        untruncated={},
+    )
+    for effect in effects:
+        if isinstance(effect, Create):
+            replay.dir_ops.append((effect.name, effect.inode))
+            replay.data[effect.inode] = bytearray()
+            replay.writes[effect.inode] = []
+            replay.synced_length[effect.inode] = 0
+        elif isinstance(effect, Unlink):
+            replay.dir_ops.append((effect.name, None))
+        elif isinstance(effect, Write):
+            buffer = replay.data.setdefault(effect.inode, bytearray())
+            start = len(buffer)
+            buffer += effect.data
+            replay.writes.setdefault(effect.inode, []).append((start, len(buffer)))
+        elif isinstance(effect, Truncate):
+            buffer = replay.data.setdefault(effect.inode, bytearray())
+            replay.untruncated.setdefault(effect.inode, bytes(buffer[: replay.synced_length[effect.inode]]))
+            del buffer[effect.size :]
+            replay.writes[effect.inode] = [(s, min(e, effect.size)) for s, e in replay.writes[effect.inode]]
+            replay.synced_length[effect.inode] = min(replay.synced_length[effect.inode], effect.size)
+        elif isinstance(effect, Fsync):
+            replay.synced_length[effect.inode] = len(replay.data.get(effect.inode, b""))
+            replay.durable_inodes.add(effect.inode)
+            replay.untruncated.pop(effect.inode, None)
+        elif isinstance(effect, SyncDir):
+            replay.synced_ops = len(replay.dir_ops)
+        else:  # Syncfs: everything issued so far is durable
+            replay.synced_ops = len(replay.dir_ops)
+            for inode, buffer in replay.data.items():
+                replay.synced_length[inode] = len(buffer)
+                replay.durable_inodes.add(inode)
+            replay.untruncated.clear()
+    return replay
+
+
+def _entries(replay: _Replay, count: int) -> dict[str, int]:
+    """The directory after the baseline and the first ``count`` directory operations."""
+    entries = dict(replay.baseline)
+    for name, inode in replay.dir_ops[:count]:
+        if inode is None:
+            entries.pop(name, None)
+        else:
+            entries[name] = inode
+    return entries
+
+
+def _contents(replay: _Replay, inode: int, *, lowest: int) -> tuple[bytes, ...]:
+    """The distinguishable prefixes of ``inode``'s bytes at least ``lowest`` long (see module docstring)."""
+    data = bytes(replay.data.get(inode, b""))
+    points = {lowest, len(data)}
+    for start, end in replay.writes.get(inode, []):
+        for point in (start, start + 1, end - 1, end):
+            if lowest <= point <= end and start <= point:
+                points.add(point)
+    contents = [data[:point] for point in sorted(points)]
+    if inode in replay.untruncated:
+        contents.append(replay.untruncated[inode])  # the truncate itself was lost
+    return tuple(contents)
+
+
+def _unique(options: Sequence[bytes | None]) -> tuple[bytes | None, ...]:
+    return tuple(dict.fromkeys(options))
+
+
+# -------------------------------------------------------------------------------------------- models
+class PersistenceModel(Protocol):
+    """A persistence model: the images a crash after ``effects`` may leave, starting from ``baseline``."""
+
+    @property
+    def name(self) -> str:
+        """The model's name in ``MODELS``."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One line saying what the model promises."""
+        ...
+
+    def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
+        """Every image the model allows."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Journaled:
+    """Directory operations persist in order (a prefix including every synced one); see module docstring."""
+
+    name: str = "journaled"
+    summary: str = "directory operations persist in order; a directory sync persists entries and inodes"
+
+    def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
+        """Every image the model allows."""
+        replay = _replay(baseline, effects)
+        alternatives: list[Alternative] = []
+        for kept in range(replay.synced_ops, len(replay.dir_ops) + 1):
+            entries = _entries(replay, kept)
+            names = tuple(sorted(entries))
+            options = tuple(
+                _unique(_contents(replay, entries[n], lowest=replay.synced_length[entries[n]])) for n in names
+            )
+            alternatives.append(Alternative(names, options))
+        return ImageSpace(tuple(alternatives))
+
+
+def _independent_space(replay: _Replay, *, inode_may_vanish: bool) -> ImageSpace:
+    """The weak models: each name ends in its synced state or the state after any one unsynced op on it."""
+    durable = _entries(replay, replay.synced_ops)
+    outcomes: dict[str, list[int | None]] = {name: [inode] for name, inode in durable.items()}
+    for name, inode in replay.dir_ops[replay.synced_ops :]:
+        outcomes.setdefault(name, [None]).append(inode)
+    names = tuple(sorted(outcomes))
+    options: list[tuple[bytes | None, ...]] = []
+    for name in names:
+        choices: list[bytes | None] = []
+        for inode in dict.fromkeys(outcomes[name]):
+            if inode is None:
+                choices.append(None)
+            elif inode_may_vanish and inode not in replay.durable_inodes:
+                # ext4 without a journal: the entry persisted, its inode did not (DESIGN.md §7).
+                choices.append(None)
+                choices.extend(_contents(replay, inode, lowest=0))
+            else:
+                choices.extend(_contents(replay, inode, lowest=replay.synced_length[inode]))
+        options.append(_unique(choices))
+    return ImageSpace((Alternative(names, tuple(options)),))
+
+
+@dataclass(frozen=True, slots=True)
+class WeakestPosix:
+    """Unsynced creates, unlinks and appends may each be lost in any combination; see module docstring."""
+
+    name: str = "weakest-posix"
+    summary: str = "unsynced creates, unlinks and appends may each be lost, in any combination"
+
+    def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
+        """Every image the model allows."""
+        return _independent_space(_replay(baseline, effects), inode_may_vanish=False)
+
+
+@dataclass(frozen=True, slots=True)
+class NoJournalExt4:
+    """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd; see docstring."""
+
+    name: str = "ext4-nojournal"
+    summary: str = "as weakest-posix, and a directory sync persists a new entry but not its unsynced inode"
+
+    def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
+        """Every image the model allows."""
+        return _independent_space(_replay(baseline, effects), inode_may_vanish=True)
+
+
+#: The models by name, weakest last.
+MODELS: dict[str, PersistenceModel] = {m.name: m for m in (Journaled(), WeakestPosix(), NoJournalExt4())}
+
+
+def space(model: PersistenceModel | str, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
+    """The images ``model`` allows after ``effects``, starting from ``baseline``.
+
+    Args:
+        model: a model or its name in ``MODELS``.
+        baseline: the durable files before the trace.
+        effects: the effects issued before the crash, in issue order.
+
+    Returns:
+        The image space (exact size; images may repeat).
+
+    Raises:
+        KeyError: an unknown model name.
+    """
+    chosen = MODELS[model] if isinstance(model, str) else model
+    return chosen.space(baseline, effects)
+
+
+# ---------------------------------------------------------------------------------- the crash contract
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One store operation as a crash saw it: invoked before the crash; ``returned`` before it too or not.
+
+    ``follows`` holds the indexes (in the history) of the operations that returned before this one was
+    invoked: real-time order, which every linearization respects (R-CONC-1).
+    """
+
+    op: Operation
+    returned: bool
+    follows: frozenset[int] = frozenset()
+
+
+def touches(op: Operation, rollout_id: str) -> bool:
+    """Whether ``op`` names ``rollout_id`` (a valid batch containing it, or a single-ID operation on it)."""
+    if isinstance(op, Retire | Delete):
+        try:
+            return rollout_id in validate_rollout_ids(op.rollout_ids)
+        except (TypeError, ValueError):
+            return False
+    return getattr(op, "rollout_id", None) == rollout_id
+
+
+def _post(op: Operation, rollout_id: str, state: RolloutState) -> RolloutState:
+    return step(LedgerState.of({rollout_id: state}), op)[0].get(rollout_id)
+
+
+def _on_path(op: Operation, rollout_id: str, state: RolloutState) -> set[RolloutState]:
+    """States strictly between pre and post that an interrupted operation may leave (R-CRASH-4, R-STATE-2)."""
+    if not touches(op, rollout_id) or not isinstance(state, Live):
+        return set()
+    if isinstance(op, Retire) and not state.fenced:
+        return {Live(state.entries, fenced=True)}  # fence written, ledger not yet unlinked
+    if isinstance(op, Delete) and state.fenced:
+        return {Live(state.entries), RETIRED}  # either of its two unlinks happened first
+    return set()
+
+
+def _outcomes(span: Span, rollout_id: str, states: frozenset[RolloutState]) -> frozenset[RolloutState]:
+    after: set[RolloutState] = set()
+    for state in states:
+        after.add(_post(span.op, rollout_id, state))
+        if not span.returned:
+            after.add(state)
+            after |= _on_path(span.op, rollout_id, state)
+    return frozenset(after)
+
+
+def allowed_states(
+    history: Sequence[Span], rollout_id: str, *, initial: RolloutState = ABSENT
+) -> frozenset[RolloutState]:
+    """The states the crash contract allows ``rollout_id`` to be read in after a crash (R-CRASH-1..4).
+
+    Every linearization of ``history`` consistent with real-time order is tried; a returned operation is
+    applied (its post-state), an unreturned one may leave its pre-state, its post-state or a state on its
+    own path. Per ID, since batches are not atomic across IDs (R-CONC-1). Starts from ``initial``.
+    """
+    if all(span.follows >= frozenset(range(i)) for i, span in enumerate(history)):
+        states = frozenset({initial})  # one linearization: fold (no recursion, any length)
+        for span in history:
+            states = _outcomes(span, rollout_id, states)
+        return states
+    memo: dict[tuple[frozenset[int], frozenset[RolloutState]], frozenset[RolloutState]] = {}
+
+    def explore(done: frozenset[int], states: frozenset[RolloutState]) -> frozenset[RolloutState]:
+        if len(done) == len(history):
+            return states
+        key = (done, states)
+        if key in memo:
+            return memo[key]
+        result: set[RolloutState] = set()
+        for index, span in enumerate(history):
+            if index in done or not span.follows <= done:
+                continue
+            result |= explore(done | {index}, _outcomes(span, rollout_id, states))
+        memo[key] = frozenset(result)
+        return memo[key]
+
+    return explore(frozenset(), frozenset({initial}))
+
+
+CLAUSES = ("R-CRASH-1", "R-CRASH-2", "R-CRASH-3", "R-CRASH-4")
+
+
+def _clause_of(op: Operation) -> str:
+    if isinstance(op, Retire):
+        return "R-CRASH-2"
+    if isinstance(op, Delete):
+        return "R-CRASH-3"
+    return "R-CRASH-1"
+
+
+def _explains(state: RolloutState, observed: RolloutState, pending: Sequence[Operation], rid: str) -> bool:
+    """Whether in-flight operations, each doing only what it can do at all (a retire adds a fence or
+    removes rows, a delete removes rows or a fence, a write appends its own row), can turn the files of
+    ``state`` into those of ``observed``, in some order or combination their paths do not allow."""
+    rows_before = state.entries if isinstance(state, Live) else ()
+    rows_after = observed.entries if isinstance(observed, Live) else ()
+    fence_before = state == RETIRED or (isinstance(state, Live) and state.fenced)
+    fence_after = observed == RETIRED or (isinstance(observed, Live) and observed.fenced)
+    kinds = {type(op) for op in pending}
+    if fence_after and not fence_before and Retire not in kinds:
+        return False
+    if fence_before and not fence_after and Delete not in kinds:
+        return False
+    if rows_after == rows_before:
+        return True
+    if not rows_after:
+        return bool(kinds & {Retire, Delete})
+    if rows_after[: len(rows_before)] != rows_before:
+        return False
+    writable: set[object] = set()
+    for op in pending:
+        post = _post(op, rid, ABSENT)
+        if isinstance(post, Live):
+            writable.update(post.entries)
+    return set(rows_after[len(rows_before) :]) <= writable
+
+
+def broken_clauses(
+    history: Sequence[Span], rollout_id: str, observed: RolloutState, *, initial: RolloutState = ABSENT
+) -> tuple[str, ...]:
+    """Which clauses a disallowed ``observed`` state breaks.
+
+    R-CRASH-4 when the operations in flight that name the ID could have made the difference between a
+    state the returned operations allow and ``observed`` (they did things in their power, in an order or
+    combination their path does not allow). Otherwise the clauses of the returned operations whose
+    durability alone explains it: relaxing that one to "in flight" makes ``observed`` allowed (R-CRASH-1
+    for a write, -2 for a retire, -3 for a delete); failing that, the clause of the last returned operation
+    naming the ID (its result did not survive), and R-CRASH-4 when there is none.
+    """
+    named = [s for s in history if touches(s.op, rollout_id)]
+    pending = [s for s in named if not s.returned]
+    if pending:
+        inert = [
+            Span(HasRows(rollout_id), False, s.follows) if s in pending else s for s in history
+        ]  # the returned operations alone (a read changes nothing)
+        ops = [s.op for s in pending]
+        if any(
+            _explains(state, observed, ops, rollout_id)
+            for state in allowed_states(inert, rollout_id, initial=initial)
+        ):
+            return ("R-CRASH-4",)
+    clauses: list[str] = []
+    for index, span in enumerate(history):
+        if span.returned and touches(span.op, rollout_id):
+            relaxed = [*history[:index], Span(span.op, False, span.follows), *history[index + 1 :]]
+            if observed in allowed_states(relaxed, rollout_id, initial=initial):
+                clauses.append(_clause_of(span.op))
+    if clauses:
+        return tuple(dict.fromkeys(clauses))
+    returned = [s for s in named if s.returned]
+    return (_clause_of(returned[-1].op),) if returned else ("R-CRASH-4",)

@@ -1,0 +1,195 @@
+"""The persistence models and the crash contract of ``spec.durability`` (R-CRASH-1..4; DESIGN.md §6–7).
+
+Pure: hand-made effect traces with the images each model must (and must not) allow, a Hypothesis property
+that the models nest (journaled ⊆ weakest-posix ⊆ ext4-nojournal), and the contract's allowed states.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from capture_ledger.spec.durability import (
+    MODELS,
+    Baseline,
+    Create,
+    DiskImage,
+    Effect,
+    Fsync,
+    Span,
+    Syncfs,
+    SyncDir,
+    Truncate,
+    Unlink,
+    Write,
+    allowed_states,
+    broken_clauses,
+    space,
+)
+from capture_ledger.spec.model import (
+    ABSENT,
+    RETIRED,
+    Delete,
+    Live,
+    Record,
+    RecordEntry,
+    Retire,
+)
+from capture_ledger.spec.profiles import load_profile
+
+load_profile()
+
+LEDGER, FENCE = "r.lineage.jsonl", "r.lineage.retired"
+LINE = b'{"record":{"model_call_id":"a"}}\n'
+
+
+def images(model: str, baseline: Baseline, effects: list[Effect]) -> set[DiskImage]:
+    return set(space(model, baseline, effects))
+
+
+def names(found: set[DiskImage]) -> set[tuple[str, ...]]:
+    return {tuple(n for n, _ in image.files) for image in found}
+
+
+def test_retire_trace_under_each_model() -> None:
+    """Fence, sync, unlink, sync: the unsynced tail may be lost; ext4 may also lose the synced fence."""
+    base = Baseline(((LEDGER, 1, LINE),))
+    effects: list[Effect] = [Create(FENCE, 2), SyncDir(), Unlink(LEDGER, 1)]
+    assert names(images("journaled", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
+    assert names(images("weakest-posix", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
+    # DESIGN.md §7: the entry persisted, its inode did not: the fence may vanish while the unlink stays.
+    assert names(images("ext4-nojournal", base, effects)) == {(LEDGER, FENCE), (FENCE,), (LEDGER,), ()}
+    fsynced: list[Effect] = [Create(FENCE, 2), Fsync(2), SyncDir(), Unlink(LEDGER, 1)]
+    assert names(images("ext4-nojournal", base, fsynced)) == {(LEDGER, FENCE), (FENCE,)}
+    assert names(images("ext4-nojournal", base, [Create(FENCE, 2), Syncfs(), Unlink(LEDGER, 1)])) == {
+        (LEDGER, FENCE),
+        (FENCE,),
+    }
+
+
+def test_journaled_keeps_order_weak_models_do_not() -> None:
+    """Unsynced create then unlink: journaled keeps a prefix; the weak models keep any combination."""
+    base = Baseline(((LEDGER, 1, LINE),))
+    effects: list[Effect] = [Create(FENCE, 2), Unlink(LEDGER, 1)]
+    assert names(images("journaled", base, effects)) == {(LEDGER,), (LEDGER, FENCE), (FENCE,)}
+    assert names(images("weakest-posix", base, effects)) == {(LEDGER,), (LEDGER, FENCE), (FENCE,), ()}
+
+
+def test_unsynced_append_persists_as_any_prefix() -> None:
+    """The synced length is kept; an unsynced append may be torn (the reader's classes of prefixes)."""
+    base = Baseline(((LEDGER, 1, LINE),))
+    found = {image.as_dict()[LEDGER] for image in images("journaled", base, [Write(1, LINE)])}
+    assert found == {LINE, LINE + LINE[:1], LINE + LINE[:-1], LINE + LINE}
+    assert {image.as_dict()[LEDGER] for image in images("journaled", base, [Write(1, LINE), Fsync(1)])} == {
+        LINE + LINE
+    }
+
+
+def test_truncate_is_undone_until_synced() -> None:
+    """A torn tail cut before an append may come back unless the file is synced (R-STORE-6)."""
+    torn = LINE + b'{"rec'
+    base = Baseline(((LEDGER, 1, torn),))
+    effects: list[Effect] = [Truncate(1, len(LINE)), Write(1, LINE)]
+    found = {image.as_dict()[LEDGER] for image in images("weakest-posix", base, effects)}
+    assert torn in found and LINE + LINE in found and LINE in found
+    synced = {image.as_dict()[LEDGER] for image in images("weakest-posix", base, [*effects, Fsync(1)])}
+    assert synced == {LINE + LINE}
+
+
+def test_space_indexing_and_sampling_are_deterministic() -> None:
+    base = Baseline(tuple((f"r{i}.lineage.jsonl", i + 1, LINE) for i in range(6)))
+    effects: list[Effect] = [Unlink(f"r{i}.lineage.jsonl", i + 1) for i in range(6)]
+    image_space = space("weakest-posix", base, effects)
+    assert image_space.size == 2**6
+    assert len(set(image_space)) == 64
+    assert image_space.sample(10, seed=3) == image_space.sample(10, seed=3)
+    assert len(set(image_space.sample(10, seed=3))) == 10
+
+
+_NAMES = ("a", "b")
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> list[Effect]:
+    """Random effect traces over two names, consistent with a real directory's history."""
+    entries: dict[str, int] = {}
+    inodes = 10
+    effects: list[Effect] = []
+    for _ in range(draw(st.integers(0, 7))):
+        kind = draw(st.sampled_from(["create", "unlink", "write", "fsync", "syncdir", "syncfs", "truncate"]))
+        name = draw(st.sampled_from(_NAMES))
+        if kind == "create" and name not in entries:
+            inodes += 1
+            entries[name] = inodes
+            effects.append(Create(name, inodes))
+        elif kind == "unlink" and name in entries:
+            effects.append(Unlink(name, entries.pop(name)))
+        elif kind == "write" and name in entries:
+            effects.append(Write(entries[name], draw(st.sampled_from([b"x\n", b"yz\n"]))))
+        elif kind == "truncate" and name in entries:
+            effects.append(Truncate(entries[name], 0))
+        elif kind == "fsync" and name in entries:
+            effects.append(Fsync(entries[name]))
+        elif kind == "syncdir":
+            effects.append(SyncDir())
+        elif kind == "syncfs":
+            effects.append(Syncfs())
+    return effects
+
+
+@given(traces())
+def test_models_nest(effects: list[Effect]) -> None:
+    """Each model allows at least what the stronger one does; the no-crash image is always allowed."""
+    journaled = images("journaled", Baseline(), effects)
+    weak = images("weakest-posix", Baseline(), effects)
+    ext4 = images("ext4-nojournal", Baseline(), effects)
+    assert journaled <= weak <= ext4
+    final: dict[str, bytes] = {}
+    entries: dict[int, str] = {}
+    for effect in effects:
+        if isinstance(effect, Create):
+            final[effect.name] = b""
+            entries[effect.inode] = effect.name
+        elif isinstance(effect, Unlink):
+            final.pop(effect.name)
+        elif isinstance(effect, Write) and entries[effect.inode] in final:
+            final[entries[effect.inode]] += effect.data
+        elif isinstance(effect, Truncate) and entries[effect.inode] in final:
+            final[entries[effect.inode]] = final[entries[effect.inode]][: effect.size]
+    assert DiskImage.of(final) in journaled
+
+
+def live(*calls: str, fenced: bool = False) -> Live:
+    return Live(tuple(RecordEntry(c, f'{{"model_call_id":"{c}"}}') for c in calls), fenced)
+
+
+def test_allowed_states_follow_the_contract() -> None:
+    """Returned operations are durable; one in flight leaves pre, post or its own path (R-CRASH-1..4)."""
+    record = Record("r", {"model_call_id": "a"})
+    done = Span(record, True)
+    assert allowed_states([done], "r") == {live("a")}
+    assert allowed_states([done, Span(Retire(["r"]), False, frozenset({0}))], "r") == {
+        live("a"),
+        live("a", fenced=True),
+        RETIRED,
+    }
+    assert allowed_states([done, Span(Retire(["r"]), True, frozenset({0}))], "r") == {RETIRED}
+    fenced_delete = [done, Span(Retire(["r"]), False, frozenset({0})), Span(Delete(["r"]), False)]
+    assert ABSENT in allowed_states(fenced_delete, "r")
+
+
+def test_broken_clauses_name_the_promise() -> None:
+    """Which clause a disallowed state breaks: the returned operation whose result was lost, or the one
+    in flight that did something off its path."""
+    record = Span(Record("r", {"model_call_id": "a"}), True)
+    assert broken_clauses([record], "r", ABSENT) == ("R-CRASH-1",)
+    retired = [record, Span(Retire(["r"]), True, frozenset({0}))]
+    assert broken_clauses(retired, "r", live("a", fenced=True)) == ("R-CRASH-2",)
+    deleted = [*retired, Span(Delete(["r"]), True, frozenset({0, 1}))]
+    assert broken_clauses(deleted, "r", RETIRED) == ("R-CRASH-3",)
+    in_flight = [record, Span(Retire(["r"]), False, frozenset({0}))]
+    assert broken_clauses(in_flight, "r", ABSENT) == ("R-CRASH-4",)
+
+
+def test_models_are_named() -> None:
+    assert list(MODELS) == ["journaled", "weakest-posix", "ext4-nojournal"]

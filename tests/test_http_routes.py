@@ -1,0 +1,460 @@
+"""The control routes in process, through httpx's ASGI transport (R-HTTP-1..3, R-HTTP-5).
+
+What it proves, against the reference ledger and the file store alike: each route's status codes; that
+every path, known or not, needs the bearer token and that a near-miss token is refused; that a refused
+removal changes nothing; that sync store calls run off the event loop and coroutine methods are awaited;
+that ledger errors map by class to one status each and never to a 500; that the OpenAPI document
+describes every route, body and error; the metrics; and the async client's error mapping, retries and
+refusal of a manifest that names another rollout. The real-server tests are in test_http_server.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from capture_ledger.impl.client import (
+    AsyncRolloutControlClient,
+    ControlPlaneError,
+    RequestRejectedError,
+    ServerError,
+    UnauthorizedError,
+    UnexpectedResponseError,
+)
+from capture_ledger.impl.server import PREFIX, create_app
+from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.reference import ReferenceLedger
+from capture_ledger.spec import (
+    CaptureLedgerError,
+    ConflictingRecordError,
+    InvalidRolloutIdError,
+    Manifest,
+    RolloutRemoval,
+    RolloutRetiredError,
+)
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def call(app: Any, method: str, path: str, *, headers: Mapping[str, Any] = AUTH, **kw: Any) -> httpx.Response:
+    """One request to ``app`` in process; an exception inside the app propagates (so a 500 cannot hide)."""
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.request(method, path, headers=dict(headers), **kw)
+
+    return asyncio.run(go())
+
+
+@pytest.fixture(params=["reference", "file"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "reference":
+        yield ReferenceLedger()
+        return
+    store = FileLineageStore(tmp_path)
+    yield store
+    store.close()
+
+
+def seeded(ledger: Any) -> Any:
+    ledger.record("live", {"model_call_id": "m0", "value": 1.0})
+    ledger.record_failure("live", "m1", "timeout")
+    ledger.record("gone", {"model_call_id": "m0"})
+    ledger.retire(["gone"])
+    return create_app(ledger, auth_token=TOKEN)
+
+
+def test_create_app_refuses_to_start_without_a_usable_token() -> None:
+    for token in ("", " ", "two words", "tök", None):
+        with pytest.raises(ValueError, match="bearer token"):
+            create_app(ReferenceLedger(), auth_token=token)  # type: ignore[arg-type]
+
+
+def test_manifest_status_codes(ledger: Any) -> None:
+    app = seeded(ledger)
+    live = call(app, "GET", f"{PREFIX}/rollouts/live/manifest")
+    assert live.status_code == 200
+    assert live.json() == {
+        "rollout_id": "live",
+        "records": [{"model_call_id": "m0", "value": 1.0}],
+        "failures": [{"model_call_id": "m1", "reason": "timeout"}],
+    }
+    assert isinstance(live.json()["records"][0]["value"], float)  # 1.0 stays 1.0 (canonical rows)
+    absent = call(app, "GET", f"{PREFIX}/rollouts/never/manifest")
+    assert (absent.status_code, absent.json()) == (200, {"rollout_id": "never", "records": [], "failures": []})
+    gone = call(app, "GET", f"{PREFIX}/rollouts/gone/manifest")
+    assert gone.status_code == 410
+    assert gone.json()["error"] == "RolloutRetiredError" and gone.json()["rollout_id"] == "gone"
+    for bad in (".hidden", "-x", "a" * 201, "a%20b", "%C3%BC"):
+        answer = call(app, "GET", f"{PREFIX}/rollouts/{bad}/manifest")
+        assert answer.status_code == 400, bad
+        assert answer.json()["error"] == "InvalidRolloutIdError"
+
+
+def test_removal_status_codes_and_results(ledger: Any) -> None:
+    app = seeded(ledger)
+    body = {"rollout_ids": ["x", "live", "x", "gone"]}
+    answer = call(app, "POST", f"{PREFIX}/rollouts/retire", json=body)
+    assert (answer.status_code, answer.json()) == (200, {"removed": ["live"], "absent": ["x", "gone"]})
+    with pytest.raises(RolloutRetiredError):
+        ledger.manifest("live")
+    answer = call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["live", "gone"]})
+    assert (answer.status_code, answer.json()) == (200, {"removed": [], "absent": ["live", "gone"]})
+    assert ledger.manifest("live")["records"] == []
+
+
+MALFORMED: list[Any] = [
+    {"rollout_ids": []},
+    {"rollout_ids": "live"},
+    {"rollout_ids": ["live"], "force": True},
+    {"ids": ["live"]},
+    {"rollout_ids": [1]},
+    {"rollout_ids": [None]},
+    {"rollout_ids": ["live", ["nested"]]},
+    {"rollout_ids": [f"r{i}" for i in range(4097)]},
+    ["live"],
+    "live",
+    None,
+]
+
+
+@pytest.mark.parametrize("operation", ["retire", "delete"])
+def test_malformed_bodies_are_422_and_change_nothing(ledger: Any, operation: str) -> None:
+    app = seeded(ledger)
+    for body in MALFORMED:
+        answer = call(app, "POST", f"{PREFIX}/rollouts/{operation}", json=body)
+        assert answer.status_code == 422, body
+        assert answer.json()["error"] == "RequestValidationError"
+    for raw in (b"", b"{", b"\xff\xfe", b'{"rollout_ids": ["live"]'):
+        answer = call(app, "POST", f"{PREFIX}/rollouts/{operation}", content=raw)
+        assert answer.status_code == 422, raw
+    assert ledger.has_rows("live")
+
+
+@pytest.mark.parametrize("operation", ["retire", "delete"])
+def test_an_invalid_id_is_400_and_changes_nothing(ledger: Any, operation: str) -> None:
+    app = seeded(ledger)
+    answer = call(app, "POST", f"{PREFIX}/rollouts/{operation}", json={"rollout_ids": ["live", "../etc"]})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "detail": answer.json()["detail"],
+        "error": "InvalidRolloutIdError",
+        "rollout_id": "../etc",
+    }
+    assert ledger.has_rows("live")  # R-BATCH-2
+
+
+def test_exactly_max_ledger_batch_ids_are_accepted(ledger: Any) -> None:
+    app = create_app(ledger, auth_token=TOKEN)
+    ids = [f"r{i}" for i in range(4096)]
+    answer = call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ids})
+    assert answer.status_code == 200 and answer.json()["absent"] == ids
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": ""},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer "},
+        {"Authorization": f"Bearer {TOKEN[:-1]}"},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": f"Bearer {TOKEN.upper()}"},
+        {"Authorization": "Bearer t\u00f6ken".encode()},  # non-ASCII bytes: refused, not a TypeError
+    ],
+)
+def test_every_path_needs_the_token(headers: dict[str, Any]) -> None:
+    ledger = ReferenceLedger()
+    ledger.record("live", {"model_call_id": "m0"})
+    app = create_app(ledger, auth_token=TOKEN)
+    for method, path, body in [
+        ("GET", f"{PREFIX}/rollouts/live/manifest", None),
+        ("POST", f"{PREFIX}/rollouts/retire", {"rollout_ids": ["live"]}),
+        ("POST", f"{PREFIX}/rollouts/delete", {"rollout_ids": ["live"]}),
+        ("POST", f"{PREFIX}/rollouts/delete", {"rollout_ids": []}),  # 401 before 422
+        ("GET", f"{PREFIX}/metrics", None),
+        ("GET", f"{PREFIX}/openapi.json", None),
+        ("GET", "/docs", None),
+        ("GET", "/nowhere", None),
+    ]:
+        answer = call(app, method, path, headers=headers, json=body)
+        assert answer.status_code == 401, (method, path)
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert ledger.has_rows("live")
+
+
+def test_the_scheme_is_case_insensitive_and_unknown_paths_are_404_with_the_token() -> None:
+    app = create_app(ReferenceLedger(), auth_token=TOKEN)
+    assert call(app, "GET", f"{PREFIX}/metrics", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+    assert call(app, "GET", "/nowhere").status_code == 404
+    assert call(app, "GET", "/docs").status_code == 404  # no unauthenticated HTML docs
+
+
+class _ThreadRecorder:
+    """A ledger that notes the thread of every call, delegating to the reference."""
+
+    def __init__(self) -> None:
+        self.inner = ReferenceLedger()
+        self.threads: list[threading.Thread] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def recorded(*args: Any) -> Any:
+            self.threads.append(threading.current_thread())
+            return method(*args)
+
+        return recorded
+
+
+def test_sync_store_calls_run_off_the_event_loop_thread() -> None:
+    recorder = _ThreadRecorder()
+    app = create_app(recorder, auth_token=TOKEN)
+    call(app, "GET", f"{PREFIX}/rollouts/a/manifest")
+    call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]})
+    call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]})
+    assert len(recorder.threads) == 3
+    assert threading.main_thread() not in recorder.threads  # the loop runs in the main thread here
+
+
+class _AsyncLedger:
+    """A ledger with coroutine methods (as NeMo Gym's are), delegating to the reference."""
+
+    def __init__(self) -> None:
+        self.inner = ReferenceLedger()
+        self.awaited: list[str] = []
+
+    async def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
+        self.inner.record(rollout_id, row)
+
+    async def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
+        self.inner.record_failure(rollout_id, model_call_id, reason)
+
+    async def admit(self, rollout_id: str, model_call_id: str) -> str | None:
+        return self.inner.admit(rollout_id, model_call_id)
+
+    async def manifest(self, rollout_id: str) -> Manifest:
+        self.awaited.append("manifest")
+        return self.inner.manifest(rollout_id)
+
+    async def has_rows(self, rollout_id: str) -> bool:
+        return self.inner.has_rows(rollout_id)
+
+    async def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        self.awaited.append("retire")
+        return self.inner.retire(rollout_ids)
+
+    async def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        self.awaited.append("delete")
+        return self.inner.delete(rollout_ids)
+
+
+def test_coroutine_methods_are_awaited() -> None:
+    ledger = _AsyncLedger()
+    ledger.inner.record("a", {"model_call_id": "m0"})
+    app = create_app(ledger, auth_token=TOKEN)
+    assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").json()["records"] == [{"model_call_id": "m0"}]
+    assert call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]}).json()["removed"] == ["a"]
+    assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").status_code == 410
+    assert call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]}).status_code == 200
+    assert ledger.awaited == ["manifest", "retire", "manifest", "delete"]
+
+
+class _Refusing(ReferenceLedger):
+    """A ledger whose removals raise a given error (how a custom ledger might refuse input)."""
+
+    def __init__(self, error: Callable[[], BaseException]) -> None:
+        super().__init__()
+        self.error = error
+
+    def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        raise self.error()
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (lambda: TypeError("no"), 400),
+        (lambda: ValueError("no"), 400),
+        (lambda: InvalidRolloutIdError("x"), 400),
+        (lambda: ConflictingRecordError("a", "m0"), 409),
+        (lambda: RolloutRetiredError("a"), 410),
+        (lambda: CaptureLedgerError("custom"), 400),
+    ],
+)
+def test_ledger_errors_map_by_class_never_to_500(error: Callable[[], BaseException], status: int) -> None:
+    app = create_app(_Refusing(error), auth_token=TOKEN)
+    answer = call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]})
+    assert answer.status_code == status
+    assert answer.json()["error"] == type(error()).__name__
+
+
+def test_openapi_describes_every_route_body_and_error() -> None:
+    document = call(create_app(ReferenceLedger(), auth_token=TOKEN), "GET", f"{PREFIX}/openapi.json").json()
+    paths = document["paths"]
+    manifest = paths[f"{PREFIX}/rollouts/{{rollout_id}}/manifest"]["get"]
+    assert {"200", "400", "401", "410"} <= set(manifest["responses"])
+    for operation in ("retire", "delete"):
+        route = paths[f"{PREFIX}/rollouts/{operation}"]["post"]
+        assert {"200", "400", "401", "422"} <= set(route["responses"])
+        assert route["security"] == [{"HTTPBearer": []}]
+        assert route["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("RemovalRequest")
+    assert "401" in paths[f"{PREFIX}/metrics"]["get"]["responses"]
+    schemas = document["components"]["schemas"]
+    ids = schemas["RemovalRequest"]["properties"]["rollout_ids"]
+    assert (ids["minItems"], ids["maxItems"], ids["items"]["type"]) == (1, 4096, "string")
+    assert schemas["RemovalRequest"]["additionalProperties"] is False
+    assert {"ManifestBody", "RemovalBody", "ErrorBody"} <= set(schemas)
+    assert document["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_metrics_report_latencies_and_the_file_store_statistics(tmp_path: Path) -> None:
+    store = FileLineageStore(tmp_path)
+    app = create_app(store, auth_token=TOKEN)
+    writer = app.state.metrics.instrument(store)  # how a model server records through the same registry
+    writer.record("a", {"model_call_id": "m0"})
+    call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a", "b"]})
+    writer.record("a", {"model_call_id": "m1"})  # discarded: a late write
+    call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]})
+    answer = call(app, "GET", f"{PREFIX}/metrics")
+    assert answer.headers["content-type"].startswith("text/plain")
+    text = answer.text
+    for line in (
+        'capture_ledger_operation_seconds_count{operation="record"} 2.0',
+        'capture_ledger_operation_seconds_count{operation="retire"} 1.0',
+        'capture_ledger_operation_seconds_count{operation="delete"} 1.0',
+        'capture_ledger_removed_ids_total{operation="retire",outcome="removed"} 1.0',
+        'capture_ledger_removed_ids_total{operation="retire",outcome="absent"} 1.0',
+        "capture_ledger_store_fences_written_total 2.0",
+        "capture_ledger_store_late_writes_discarded_total 1.0",
+        'capture_ledger_cache_size{cache="ledger_rollouts"} 0.0',
+        'capture_ledger_cache_size{cache="ledger_rows"} 0.0',
+    ):
+        assert line in text, line
+    assert "capture_ledger_server_worker_info{pid=" in text
+    # A second app in the same process has its own registry.
+    other = call(create_app(ReferenceLedger(), auth_token=TOKEN), "GET", f"{PREFIX}/metrics").text
+    assert 'capture_ledger_operation_seconds_count{operation="retire"} 0.0' in other
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------ async client
+class _Counting(httpx.AsyncBaseTransport):
+    """Counts the requests that reach the (real, in-process) app."""
+
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx.ASGITransport(app=app)
+        self.requests: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(f"{request.method} {request.url.path}")
+        return await self.inner.handle_async_request(request)
+
+
+def _client(app: Any, **kw: Any) -> tuple[AsyncRolloutControlClient, _Counting]:
+    transport = _Counting(app)
+    token = kw.pop("auth_token", TOKEN)
+    return AsyncRolloutControlClient("http://test", auth_token=token, transport=transport, **kw), transport
+
+
+def test_async_client_maps_statuses_and_validates_before_sending() -> None:
+    async def go() -> None:
+        ledger = ReferenceLedger()
+        ledger.record("a", {"model_call_id": "m0"})
+        client, transport = _client(create_app(ledger, auth_token=TOKEN), batch_size=2)
+        async with client:
+            assert (await client.manifest("a"))["records"] == [{"model_call_id": "m0"}]
+            assert await client.retire(["a", "b", "a", "c"]) == {"removed": ["a"], "absent": ["b", "c"]}
+            with pytest.raises(RolloutRetiredError) as retired:
+                await client.manifest("a")
+            assert retired.value.rollout_id == "a"
+            sent = len(transport.requests)
+            with pytest.raises(TypeError):
+                await client.delete("a")  # type: ignore[arg-type]
+            with pytest.raises(InvalidRolloutIdError):
+                await client.delete(["b", "c", "d", "e", "../x"])  # would be the third batch
+            with pytest.raises(InvalidRolloutIdError):
+                await client.manifest("../metrics")
+            assert await client.delete([]) == {"removed": [], "absent": []}
+            assert len(transport.requests) == sent  # nothing was sent for any of these
+        wrong, _ = _client(create_app(ledger, auth_token=TOKEN), auth_token="wrong")
+        async with wrong:
+            with pytest.raises(UnauthorizedError) as refused:
+                await wrong.retire(["a"])
+            assert (refused.value.status, refused.value.reason) == (401, "missing or wrong bearer token")
+
+    asyncio.run(go())
+
+
+def test_async_client_refuses_a_manifest_of_another_rollout_and_malformed_answers() -> None:
+    liar = FastAPI()
+
+    @liar.get(f"{PREFIX}/rollouts/{{rollout_id}}/manifest")
+    async def other(rollout_id: str) -> JSONResponse:
+        return JSONResponse({"rollout_id": "someone-else", "records": [], "failures": []})
+
+    @liar.post(f"{PREFIX}/rollouts/retire")
+    async def bad_removal() -> JSONResponse:
+        return JSONResponse({"removed": ["not-sent"], "absent": []})
+
+    @liar.post(f"{PREFIX}/rollouts/delete")
+    async def rejected() -> JSONResponse:
+        return JSONResponse({"detail": "nope", "error": "Whatever"}, status_code=409)
+
+    async def go() -> None:
+        client, _ = _client(liar)
+        async with client:
+            with pytest.raises(UnexpectedResponseError, match="someone-else"):
+                await client.manifest("mine")
+            with pytest.raises(UnexpectedResponseError):
+                await client.retire(["a"])
+            with pytest.raises(RequestRejectedError) as error:
+                await client.delete(["a"])
+            assert (error.value.status, error.value.reason, error.value.error) == (409, "nope", "Whatever")
+            assert isinstance(error.value, ControlPlaneError)
+
+    asyncio.run(go())
+
+
+def test_async_client_retries_retire_and_delete_after_server_errors() -> None:
+    ledger = ReferenceLedger()
+    ledger.record("a", {"model_call_id": "m0"})
+    app = create_app(ledger, auth_token=TOKEN)
+    failures = {"left": 2}
+
+    async def flaky(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and failures["left"] > 0:
+            failures["left"] -= 1
+            await JSONResponse({"detail": "busy"}, status_code=503)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    async def go() -> None:
+        client, transport = _client(flaky, retries=2, backoff=0.001)
+        async with client:
+            assert await client.retire(["a"]) == {"removed": ["a"], "absent": []}
+        assert len(transport.requests) == 3
+        failures["left"] = 1
+        no_retry, _ = _client(flaky)
+        async with no_retry:
+            with pytest.raises(ServerError) as error:
+                await no_retry.delete(["a"])
+            assert error.value.status == 503
+            failures["left"] = 1
+            with pytest.raises(ServerError):
+                await no_retry.manifest("a")  # reads are not retried by the client
+
+    asyncio.run(go())

@@ -1,0 +1,301 @@
+"""Tests of the linearizability checker (spec/linearizability.py, R-CONC-1).
+
+What they prove: the checker's per-ID steps are the model's; histories produced by the model under
+concurrency are accepted; a wrong result is caught with a witness that is itself non-linearizable and
+1-minimal; unreturned calls may or may not take effect; batches are judged per ID, not atomically; the
+budget yields ``Unknown``; validation results and malformed removals are judged on their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+from capture_ledger.spec import model
+from capture_ledger.spec.history import Event, event_from_json, event_to_json
+from capture_ledger.spec.linearizability import Ok, Unknown, Violation, check_history, partition
+from capture_ledger.spec.model import (
+    Admit,
+    Delete,
+    HasRows,
+    LedgerState,
+    ReadManifest,
+    Record,
+    RecordFailure,
+    Removal,
+    Retire,
+)
+from capture_ledger.spec.profiles import profile_settings
+from capture_ledger.spec.rows import canonical_json
+from hypothesis import given
+from hypothesis import strategies as st
+
+ROW = {"model_call_id": "m1"}
+M1 = canonical_json(ROW)
+M2 = canonical_json({"model_call_id": "m2"})
+OK = model.Ok
+
+
+def _ops(ids: list[str]) -> st.SearchStrategy[model.Operation]:
+    rid = st.sampled_from([*ids, "bad/id"])
+    call = st.sampled_from(["m1", "m2", ""])
+    return st.one_of(
+        st.builds(Record, rid, st.builds(lambda c, v: {"model_call_id": c, "v": v}, call, st.integers(0, 1))),
+        st.builds(RecordFailure, rid, call, st.sampled_from(["x", "y"])),
+        st.builds(Admit, rid, call),
+        st.builds(ReadManifest, rid),
+        st.builds(HasRows, rid),
+        st.builds(Retire, st.lists(rid, max_size=3)),
+        st.builds(Delete, st.lists(rid, max_size=3)),
+        st.builds(Retire, st.just("a")),
+    )
+
+
+def _sequential(ops: list[model.Operation]) -> list[Event]:
+    state = LedgerState()
+    events = []
+    for n, op in enumerate(ops):
+        state, result = model.step(state, op)
+        events.append(Event(n % 2, op, 2 * n, 2 * n + 1, result))
+    return events
+
+
+def _concurrent(ops: list[model.Operation], seed: int, *, clients: int = 3) -> list[Event]:
+    """Each call takes effect at a random instant of a random interval; clients call back to back."""
+    rng = random.Random(seed)
+    free = [0.0] * clients
+    planned = []
+    for n, op in enumerate(ops):
+        client = n % clients
+        invoked = free[client] + rng.random()
+        duration = rng.random() * 6
+        planned.append((invoked + rng.random() * duration, client, invoked, invoked + duration, op))
+        free[client] = invoked + duration
+    state = LedgerState()
+    events = []
+    for _, client, invoked, returned, op in sorted(planned, key=lambda p: p[0]):
+        state, result = model.step(state, op)
+        events.append(Event(client, op, invoked, returned, result))
+    return events
+
+
+@given(st.lists(_ops(["a", "b"]), max_size=25))
+@profile_settings()
+def test_sequential_model_histories_are_linearizable(ops: list[model.Operation]) -> None:
+    assert check_history(_sequential(ops)) == Ok()
+
+
+@given(st.lists(_ops(["a", "b"]), max_size=25), st.integers(0, 10**6))
+@profile_settings()
+def test_concurrent_model_histories_are_linearizable(ops: list[model.Operation], seed: int) -> None:
+    assert check_history(_concurrent(ops, seed)) == Ok()
+
+
+def _other_result(result: model.Result) -> model.Result:
+    if isinstance(result, model.Err):
+        return OK(None)
+    if result.value is True or result.value is False:
+        return OK(not result.value)
+    if isinstance(result.value, Removal):
+        return model.Err(model.ErrorKind.ROLLOUT_RETIRED)
+    return OK("not what the model says")
+
+
+@given(st.lists(_ops(["a", "b"]), min_size=1, max_size=20), st.data())
+@profile_settings()
+def test_a_wrong_result_in_a_sequential_history_is_caught_with_a_minimal_witness(
+    ops: list[model.Operation], data: st.DataObject
+) -> None:
+    events = _sequential(ops)
+    index = data.draw(st.integers(0, len(events) - 1))
+    assert events[index].result is not None
+    events[index] = dataclasses.replace(events[index], result=_other_result(events[index].result))
+    verdict = check_history(events)
+    assert isinstance(verdict, Violation), verdict
+    # The witness is a sub-history, non-linearizable, with a culprit whose removal makes it linearizable;
+    # every other event is needed (without it, linearizable) or needed for the rest to be consistent.
+    assert all(event in events for event in verdict.witness)
+    witness = list(verdict.witness)
+    assert isinstance(check_history(witness), Violation)
+    if verdict.rollout_id is None:
+        return
+    culprits = [e for e in witness if check_history([x for x in witness if x is not e]) == Ok()]
+    assert culprits, verdict
+    for event in witness:
+        rest = [x for x in witness if x is not event]
+        assert check_history(rest) == Ok() or any(
+            isinstance(check_history([x for x in rest if x is not c]), Violation) for c in culprits
+        ), (event, verdict)
+
+
+def test_a_stale_read_after_a_returned_retire_is_a_violation() -> None:
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
+        Event(0, HasRows("a"), 4, 5, OK(True)),  # the retire returned before: must be an error
+    ]
+    verdict = check_history(events)
+    assert isinstance(verdict, Violation)
+    assert verdict.rollout_id == "a"
+    assert events[2] in verdict.witness
+    assert "retire" in verdict.explanation.lower()
+    # Overlapping the retire, the same read is fine.
+    assert check_history([*events[:2], dataclasses.replace(events[2], invoked=2.5)]) == Ok()
+
+
+def test_a_late_write_that_recreates_a_retired_rollout_is_a_violation() -> None:
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
+        Event(2, Record("a", {"model_call_id": "m2"}), 4, 5, OK(None)),  # discarded: fine
+        Event(0, ReadManifest("a"), 6, 7, OK(model.ManifestValue((M2,)))),  # not fine
+    ]
+    verdict = check_history(events)
+    assert isinstance(verdict, Violation)
+    assert events[3] in verdict.witness
+
+
+def test_batches_are_per_id_linearizable_not_atomic() -> None:
+    # R-CONC-1: while retire([a, b]) runs, a reader may see a retired and b still live.
+    retired = model.Err(model.ErrorKind.ROLLOUT_RETIRED)
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(0, Record("b", ROW), 0, 1, OK(None)),
+        Event(1, Retire(["a", "b"]), 2, 10, OK(Removal(("a", "b"), ()))),
+        Event(2, HasRows("a"), 3, 4, retired),
+        Event(2, HasRows("b"), 5, 6, OK(True)),
+    ]
+    assert check_history(events) == Ok()
+    parts, invalid = partition(events)
+    assert invalid is None
+    assert sorted(parts) == ["a", "b"]
+    assert [op.label for op in parts["a"]][1:3] == [
+        "Retire(rollout_ids=['a', 'b']) on 'a' (fence)",
+        "Retire(rollout_ids=['a', 'b']) on 'a' (complete)",
+    ]
+
+
+def test_a_retire_in_flight_is_seen_as_fenced_live() -> None:
+    # R-STATE-2: between its phases a retire leaves rows readable while admission is refused.
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(1, Retire(["a"]), 2, 10, OK(Removal(("a",), ()))),
+        Event(2, Admit("a", "m2"), 3, 4, OK(None)),
+        Event(2, ReadManifest("a"), 5, 6, OK(model.ManifestValue((M1,)))),
+    ]
+    assert check_history(events) == Ok()
+    # Once the retire returned, the rows must be gone.
+    late = Event(2, ReadManifest("a"), 11, 12, OK(model.ManifestValue((M1,))))
+    assert isinstance(check_history([*events, late]), Violation)
+
+
+def test_a_write_after_a_delete_survives_an_older_retire() -> None:
+    # R-CONC-3: retire's phase 2 leaves alone a rollout deleted (and re-used) since its phase 1.
+    manifest_m2 = OK(model.ManifestValue((M2,)))
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(1, Retire(["a"]), 2, 20, OK(Removal(("a",), ()))),
+        Event(2, Delete(["a"]), 3, 4, OK(Removal(("a",), ()))),
+        Event(2, Record("a", {"model_call_id": "m2"}), 5, 6, OK(None)),
+        Event(2, ReadManifest("a"), 21, 22, manifest_m2),
+    ]
+    assert check_history(events) == Ok()
+    # Linearizability alone also accepts the retire taking effect after the new write (its interval
+    # covers it): R-CONC-3 is stronger, and the explorer checks it as an invariant of the step model.
+    retired = model.Err(model.ErrorKind.ROLLOUT_RETIRED)
+    assert check_history([*events[:4], dataclasses.replace(events[4], result=retired)]) == Ok()
+    # But not a rollout that is simply gone: no order leaves it Absent after the write.
+    empty = OK(model.ManifestValue())
+    assert isinstance(check_history([*events[:4], dataclasses.replace(events[4], result=empty)]), Violation)
+
+
+def test_an_unreturned_call_may_or_may_not_take_effect() -> None:
+    write = Event(0, Record("a", ROW), 0)  # never returned
+    seen = Event(1, HasRows("a"), 1, 2, OK(True))
+    unseen = Event(1, HasRows("a"), 3, 4, OK(False))
+    assert check_history([write, seen]) == Ok()
+    assert check_history([write, unseen]) == Ok()
+    # ... but not both: once seen it stays.
+    assert isinstance(check_history([write, seen, unseen]), Violation)
+    # And not before it was invoked.
+    assert isinstance(check_history([dataclasses.replace(write, invoked=5), seen]), Violation)
+
+
+def test_discards_compare_as_none_whichever_way_they_were_recorded() -> None:
+    retire = Event(1, Retire(["a"]), 0, 1, OK(Removal((), ("a",))))
+    late = Record("a", {"model_call_id": "m1", "staging_key": "a/m1"})
+    assert check_history([retire, Event(0, late, 2, 3, OK(None))]) == Ok()
+    assert check_history([retire, Event(0, late, 2, 3, OK(model.Discarded("a", "a/m1")))]) == Ok()
+
+
+def test_validation_results_and_malformed_removals_are_judged_alone() -> None:
+    bad_id = Event(0, Record("a/b", ROW), 0, 1, OK(None))
+    verdict = check_history([bad_id])
+    assert isinstance(verdict, Violation)
+    assert verdict.rollout_id is None
+    assert verdict.witness == (bad_id,)
+    rejected = Event(0, Retire("ab"), 0, 1, model.Err(model.ErrorKind.TYPE_ERROR))
+    assert check_history([rejected]) == Ok()
+    split_wrong = Event(0, Retire(["a", "b"]), 0, 1, OK(Removal((), ("b",))))
+    assert isinstance(check_history([split_wrong]), Violation)
+    raised = Event(0, Delete(["a"]), 0, 1, model.Err(model.ErrorKind.ROLLOUT_RETIRED))
+    assert isinstance(check_history([raised]), Violation)
+
+
+def test_malformed_histories_are_refused() -> None:
+    with pytest.raises(ValueError, match="before it was invoked"):
+        check_history([Event(0, HasRows("a"), 2, 1, OK(False))])
+    with pytest.raises(ValueError, match="no return time"):
+        check_history([Event(0, HasRows("a"), 2, None, OK(False))])
+
+
+def test_the_budget_yields_unknown() -> None:
+    # Many concurrent writes: a search that must try orders.
+    events = [Event(n, Record("a", {"model_call_id": f"m{n}"}), 0, 100, OK(None)) for n in range(12)]
+    events.append(Event(99, ReadManifest("a"), 101, 102, OK(model.ManifestValue(()))))
+    verdict = check_history(events, budget=50)
+    assert isinstance(verdict, Unknown)
+    assert verdict.spent == 50
+    assert isinstance(check_history(events[:4] + events[-1:]), Violation)
+
+
+def test_histories_survive_json_lines() -> None:
+    ops: list[model.Operation] = [
+        Record("a", ROW),
+        Admit("a", "m1"),
+        Retire(["a", "b"]),
+        Record("a", {"model_call_id": "m2", "staging_key": "a/m2"}),
+        ReadManifest("a"),
+        Delete(["a"]),
+        RecordFailure("a", "m3", "timeout"),
+        ReadManifest("a"),
+    ]
+    events = _concurrent(ops, 7)
+    loaded = [event_from_json(event_to_json(e)) for e in events]
+    assert check_history(loaded) == Ok()
+
+
+def test_a_larger_concurrent_history_is_checked() -> None:
+    rng = random.Random(5)
+    ids = [f"r{i}" for i in range(20)]
+    ops: list[model.Operation] = []
+    for _ in range(2000):
+        rid, call = rng.choice(ids), f"m{rng.randrange(4)}"
+        ops.append(
+            rng.choice(
+                [
+                    Record(rid, {"model_call_id": call}),
+                    HasRows(rid),
+                    ReadManifest(rid),
+                    Admit(rid, call),
+                    Retire([rid, rng.choice(ids)]),
+                    Delete([rid]),
+                ]
+            )
+        )
+    events = _concurrent(ops, 11, clients=8)
+    assert check_history(events) == Ok()
+    forged = next(i for i, e in enumerate(events) if isinstance(e.op, HasRows) and e.result == OK(False))
+    events[forged] = dataclasses.replace(events[forged], result=OK("forged"))
+    assert isinstance(check_history(events), Violation)

@@ -1,0 +1,122 @@
+"""``check`` and ``read_snapshot`` on lineage directories (SPEC.md R-STORE-8, R-STATE-3, R-STORE-6).
+
+Directories are made by the store and then damaged the way a crash or a person would: an interrupted
+retire (a ledger beside its fence), a torn tail, an empty ledger, a corrupt line, stray files. ``check``
+must report each, and with ``fix=True`` repair only the safe ones, leaving the store reading the same.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from capture_ledger.impl.consistency import check, read_snapshot
+from capture_ledger.impl.fs import OsFileSystem
+from capture_ledger.impl.lines import CorruptLedgerError
+from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.spec.abstraction import abstract
+from capture_ledger.spec.errors import RolloutRetiredError
+from capture_ledger.spec.model import (
+    Delete,
+    LedgerState,
+    Operation,
+    Record,
+    RecordFailure,
+    Retire,
+    step,
+)
+
+
+def _store(directory: Path) -> FileLineageStore:
+    return FileLineageStore(directory, stripes=4)
+
+
+def _kinds(directory: Path, *, fix: bool = False) -> list[tuple[str, str, bool]]:
+    return [(f.kind, f.name, f.fixed) for f in check(directory, fix=fix)]
+
+
+def test_a_healthy_directory_has_no_findings(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.record("a", {"model_call_id": "m"})
+    store.retire(["b"])
+    assert check(tmp_path) == []
+
+
+def test_an_interrupted_retire_is_reported_and_completed(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.record("a", {"model_call_id": "m"})
+    (tmp_path / "a.lineage.retired").touch()  # a crash between retire's two phases
+    assert _kinds(tmp_path) == [("interrupted-retire", "a.lineage.jsonl", False)]
+    assert _kinds(tmp_path, fix=True) == [("interrupted-retire", "a.lineage.jsonl", True)]
+    assert not (tmp_path / "a.lineage.jsonl").exists()
+    with pytest.raises(RolloutRetiredError):
+        store.manifest("a")  # the cached rows were not served: the fix bumped the removal counter
+    assert check(tmp_path) == []
+
+
+def test_torn_tails_and_empty_ledgers_are_fixed_stray_and_corrupt_files_never(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.record("torn", {"model_call_id": "m"})
+    with (tmp_path / "torn.lineage.jsonl").open("ab") as file:
+        file.write(b'{"record":')
+    (tmp_path / "empty.lineage.jsonl").touch()
+    (tmp_path / "bad.lineage.jsonl").write_bytes(b"not json\n")
+    (tmp_path / "fenced.lineage.retired").write_bytes(b"x")
+    for stray in ("notes.txt", "-bad.lineage.jsonl", ".capture-ledger.lock.x"):
+        (tmp_path / stray).write_bytes(b"keep me")
+    expected = [
+        ("stray-file", "-bad.lineage.jsonl"),
+        ("stray-file", ".capture-ledger.lock.x"),
+        ("corrupt-line", "bad.lineage.jsonl"),
+        ("empty-ledger", "empty.lineage.jsonl"),
+        ("nonempty-fence", "fenced.lineage.retired"),
+        ("stray-file", "notes.txt"),
+        ("torn-tail", "torn.lineage.jsonl"),
+    ]
+    assert [(k, n) for k, n, _ in _kinds(tmp_path)] == expected
+    fixed = {(k, n) for k, n, f in _kinds(tmp_path, fix=True) if f}
+    assert fixed == {("empty-ledger", "empty.lineage.jsonl"), ("torn-tail", "torn.lineage.jsonl")}
+    for stray in ("notes.txt", "-bad.lineage.jsonl", ".capture-ledger.lock.x"):
+        assert (tmp_path / stray).read_bytes() == b"keep me"
+    assert [(k, n) for k, n, _ in _kinds(tmp_path)] == [
+        e for e in expected if e[0] not in ("empty-ledger", "torn-tail")
+    ]
+    assert store.manifest("torn")["records"] == [{"model_call_id": "m"}]
+    with pytest.raises(CorruptLedgerError):
+        store.manifest("bad")
+
+
+def test_check_refuses_a_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        check(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_read_snapshot_abstracts_to_the_model_state(tmp_path: Path) -> None:
+    operations: list[Operation] = [
+        Record("a", {"model_call_id": "m1", "x": [1, 2.5, None]}),
+        RecordFailure("a", "m2", "timeout"),
+        Record("b", {"model_call_id": "m1", "s": "é\u2028\ud800"}),
+        Record("c", {"model_call_id": "m1"}),
+        Retire(["b", "d"]),
+        Record("b", {"model_call_id": "late"}),
+        Delete(["c"]),
+    ]
+    store = _store(tmp_path)
+    state = LedgerState()
+    for op in operations:
+        state, _ = step(state, op)
+        if isinstance(op, Record):
+            store.record(op.rollout_id, op.row)  # type: ignore[arg-type]
+        elif isinstance(op, RecordFailure):
+            store.record_failure(op.rollout_id, op.model_call_id, op.reason)  # type: ignore[arg-type]
+        elif isinstance(op, Retire):
+            store.retire(op.rollout_ids)  # type: ignore[arg-type]
+        else:
+            assert isinstance(op, Delete)
+            store.delete(op.rollout_ids)  # type: ignore[arg-type]
+    fs = OsFileSystem(tmp_path, stripes=4)
+    try:
+        assert abstract(read_snapshot(fs)) == state
+    finally:
+        fs.close_all()

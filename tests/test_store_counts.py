@@ -1,0 +1,348 @@
+"""Counted behaviour of ``FileLineageStore``, observed through a counting wrapper of the seam
+(SPEC.md R-WRITE-6, R-STORE-3..6, R-BATCH-4; issue 3 item 7).
+
+Counts, never times. The wrapper records every ``FileSystem`` call with its file name, and the store runs
+on real files with real fsyncs underneath. Variants with one step switched off show that each assertion
+catches the step's absence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from capture_ledger.impl.consistency import check, read_snapshot
+from capture_ledger.impl.fs import FileStat, OsFileSystem, lock_file_name
+from capture_ledger.impl.ordering import StoreVariant
+from capture_ledger.impl.store import FileLineageStore
+
+
+class CountingFileSystem:
+    """``FileSystem`` that logs ``(method, name-or-None, result)`` of every call, then delegates."""
+
+    def __init__(self, inner: OsFileSystem) -> None:
+        self.inner = inner
+        self.stripes = inner.stripes
+        self.calls: list[tuple[str, str | None, object]] = []
+        self._names: dict[int, str] = {}
+
+    def _log(self, method: str, name: str | None, result: object) -> None:
+        self.calls.append((method, name, result))
+
+    def methods(self) -> list[str]:
+        return [method for method, _, _ in self.calls]
+
+    def lock(self, stripe: int) -> None:
+        self.inner.lock(stripe)
+        self._log("lock", None, stripe)
+
+    def unlock(self, stripe: int) -> None:
+        self._log("unlock", None, stripe)
+        self.inner.unlock(stripe)
+
+    def stat(self, name: str) -> FileStat | None:
+        result = self.inner.stat(name)
+        self._log("stat", name, result)
+        return result
+
+    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        result = self.inner.read(name, offset)
+        self._log("read", name, result)
+        return result
+
+    def open_append(self, name: str, *, create: bool) -> int | None:
+        fd = self.inner.open_append(name, create=create)
+        if fd is not None:
+            self._names[fd] = name
+        self._log("open_append", name, fd)
+        return fd
+
+    def write(self, fd: int, data: bytes) -> None:
+        self.inner.write(fd, data)
+        self._log("write", self._names.get(fd), len(data))
+
+    def fsync(self, fd: int) -> None:
+        self.inner.fsync(fd)
+        self._log("fsync", self._names.get(fd), None)
+
+    def close(self, fd: int) -> None:
+        self._log("close", self._names.pop(fd, None), None)
+        self.inner.close(fd)
+
+    def create_file(self, name: str) -> int | None:
+        fd = self.inner.create_file(name)
+        if fd is not None:
+            self._names[fd] = name
+        self._log("create_file", name, fd)
+        return fd
+
+    def unlink(self, name: str) -> bool:
+        result = self.inner.unlink(name)
+        self._log("unlink", name, result)
+        return result
+
+    def sync_dir(self) -> None:
+        self.inner.sync_dir()
+        self._log("sync_dir", None, None)
+
+    def syncfs(self) -> None:
+        self.inner.syncfs()
+        self._log("syncfs", None, None)
+
+    def listdir(self) -> list[str]:
+        result = self.inner.listdir()
+        self._log("listdir", None, len(result))
+        return result
+
+    def fstat(self, fd: int) -> FileStat:
+        result = self.inner.fstat(fd)
+        self._log("fstat", self._names.get(fd), result)
+        return result
+
+    def truncate(self, fd: int, size: int) -> None:
+        self.inner.truncate(fd, size)
+        self._log("truncate", self._names.get(fd), size)
+
+    def generation(self, stripe: int, slot: int) -> int:
+        result = self.inner.generation(stripe, slot)
+        self._log("generation", None, result)
+        return result
+
+    def advance_generation(self, stripe: int, slot: int) -> None:
+        self.inner.advance_generation(stripe, slot)
+        self._log("advance_generation", None, None)
+
+
+STRIPES = 4
+
+
+@pytest.fixture
+def fs(tmp_path: Path) -> Iterator[CountingFileSystem]:
+    inner = OsFileSystem(tmp_path, stripes=STRIPES)
+    yield CountingFileSystem(inner)
+    inner.close_all()
+
+
+def _store(fs: CountingFileSystem, variant: StoreVariant | None = None) -> FileLineageStore:
+    return FileLineageStore(fs.inner.directory, fs=fs, variant=variant or StoreVariant())
+
+
+def _row(call: str) -> dict[str, object]:
+    return {"model_call_id": call, "staging_key": None, "tokens": 3}
+
+
+def _fence_lookups(fs: CountingFileSystem) -> int:
+    return sum(1 for method, name, _ in fs.calls if name and name.endswith(".retired") and method == "stat")
+
+
+def test_a_write_to_a_live_ledger_looks_up_no_fence_and_costs_the_floor(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    store.record("r", _row("m0"))
+    fs.calls.clear()
+    store.record("r", _row("m1"))
+    assert _fence_lookups(fs) == 0  # R-WRITE-6
+    # open + write + fsync + close (the floor), plus fstat to validate the cache, under the lock.
+    assert fs.methods() == [
+        "lock",
+        "generation",
+        "open_append",
+        "fstat",
+        "write",
+        "fsync",
+        "close",
+        "unlock",
+    ]
+
+
+def test_a_write_to_another_handles_live_ledger_looks_up_no_fence(fs: CountingFileSystem) -> None:
+    _store(fs).record("r", _row("m0"))
+    other = _store(fs)
+    fs.calls.clear()
+    other.record("r", _row("m1"))
+    assert _fence_lookups(fs) == 0
+    assert fs.methods().count("read") == 1  # the rows this handle had not seen, once
+
+
+def test_a_write_to_a_rollout_without_rows_looks_for_the_fence_once(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    store.record("r", _row("m0"))
+    assert _fence_lookups(fs) == 1
+    creates = [(m, n) for m, n, _ in fs.calls if m in ("open_append", "fsync", "sync_dir")]
+    # R-STORE-3: the new ledger is fsynced, then the directory.
+    assert creates == [
+        ("open_append", "r.lineage.jsonl"),
+        ("open_append", "r.lineage.jsonl"),
+        ("fsync", "r.lineage.jsonl"),
+        ("sync_dir", None),
+    ]
+
+
+@pytest.mark.parametrize("variant", [StoreVariant(), StoreVariant(sync_when_nothing_written=False)])
+def test_retiring_a_retired_batch_writes_no_fence_and_syncs_once(
+    fs: CountingFileSystem, variant: StoreVariant
+) -> None:
+    store = _store(fs, variant)
+    store.record("a", _row("m0"))
+    store.retire(["a", "b"])
+    fs.calls.clear()
+    assert store.retire(["a", "b"]) == {"removed": [], "absent": ["a", "b"]}
+    assert [r for m, _, r in fs.calls if m == "create_file" and r is not None] == []
+    assert "unlink" not in fs.methods()
+    syncs = fs.methods().count("sync_dir")
+    if variant == StoreVariant():
+        assert syncs == 1  # R-STORE-4: even when no fence was written
+    else:
+        assert syncs == 0  # the broken variant is caught by the assertion above
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [StoreVariant(), StoreVariant(sync_after_fences=False), StoreVariant(fence_before_unlink=False)],
+)
+def test_a_retire_that_removes_syncs_before_the_first_unlink_and_after_the_last(
+    fs: CountingFileSystem, variant: StoreVariant
+) -> None:
+    store = _store(fs, variant)
+    ids = [f"r{i}" for i in range(6)]
+    for rollout_id in ids:
+        store.record(rollout_id, _row("m0"))
+    fs.calls.clear()
+    assert store.retire([*ids, "gone"]) == {"removed": ids, "absent": ["gone"]}
+    order = [m for m in fs.methods() if m in ("create_file", "sync_dir", "unlink")]
+    expected = ["create_file"] * 7 + ["sync_dir"] + ["unlink"] * 6 + ["sync_dir"]
+    assert (order == expected) is (variant == StoreVariant())
+    if variant == StoreVariant():
+        # Phase 2 re-checks each fence under the lock before its unlink (R-CONC-3).
+        checked = [n for m, n, _ in fs.calls if m == "stat"]
+        assert checked == [f"{rollout_id}.lineage.retired" for rollout_id in ids]
+
+
+def test_delete_syncs_once_per_non_empty_batch_and_leaves_only_lock_files(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    for rollout_id in ("a", "b", "c"):
+        store.record(rollout_id, _row("m0"))
+    store.retire(["b"])
+    fs.calls.clear()
+    assert store.delete(["a", "b", "c", "d"]) == {"removed": ["a", "c"], "absent": ["b", "d"]}
+    assert fs.methods().count("sync_dir") == 1
+    fs.calls.clear()
+    assert store.delete(["a", "b"]) == {"removed": [], "absent": ["a", "b"]}
+    assert fs.methods().count("sync_dir") == 1  # R-STORE-5: even when nothing was there
+    assert fs.inner.listdir() == [lock_file_name(s) for s in range(STRIPES)]
+    assert read_snapshot(fs) == {}
+
+
+def test_an_empty_batch_touches_nothing(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    assert store.retire([]) == {"removed": [], "absent": []}
+    assert store.delete(()) == {"removed": [], "absent": []}
+    assert fs.calls == []  # R-BATCH-4: zero seam calls
+
+
+def test_a_torn_last_line_is_not_a_row_and_the_next_append_cuts_it(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    store.record("r", _row("m0"))
+    path = fs.inner.directory / "r.lineage.jsonl"
+    whole = path.read_bytes()
+    with path.open("ab") as file:  # a crash in the middle of an append that never returned
+        file.write(b'{"record":{"model_call_id":"m1"')
+    fresh = _store(fs)
+    assert [r["model_call_id"] for r in fresh.manifest("r")["records"]] == ["m0"]  # R-STORE-6
+    assert [f.kind for f in check(fs.inner.directory, fs=fs)] == ["torn-tail"]
+    fs.calls.clear()
+    fresh.record("r", _row("m1"))
+    assert [r for m, _, r in fs.calls if m == "truncate"] == [len(whole)]
+    assert path.read_bytes().count(b"\n") == 2
+    assert [r["model_call_id"] for r in _store(fs).manifest("r")["records"]] == ["m0", "m1"]
+    assert check(fs.inner.directory, fs=fs) == []
+
+
+def test_the_first_row_in_a_leftover_empty_ledger_also_syncs_the_directory(fs: CountingFileSystem) -> None:
+    (fs.inner.directory / "r.lineage.jsonl").touch()  # a creator died before writing and syncing
+    store = _store(fs)
+    store.record("r", _row("m0"))
+    assert _fence_lookups(fs) == 1  # no rows yet, so the fence is looked for (R-WRITE-6)
+    assert [m for m in fs.methods() if m in ("write", "fsync", "sync_dir")] == ["write", "fsync", "sync_dir"]
+    fs.calls.clear()
+    store.record("r", _row("m1"))
+    assert "sync_dir" not in fs.methods()
+
+
+def test_statistics_count_fences_discards_and_operations(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    store.record("r", _row("m0"))
+    store.retire(["r", "s"])
+    store.record("r", {"model_call_id": "late", "staging_key": "r/late"})
+    store.admit("r", "m9")
+    stats = store.statistics()
+    assert (stats.fences_written, stats.late_writes_discarded) == (2, 1)
+    assert (stats.operations.record, stats.operations.retire, stats.operations.admit) == (2, 1, 1)
+    assert (stats.cached_rollouts, stats.cached_rows) == (0, 0)  # removal dropped the entry
+
+
+# ------------------------------------------------------------------------------------ the cache (R-STORE-7)
+def _line_bytes(fs: CountingFileSystem) -> list[int]:
+    return [len(r[1]) for m, _, r in fs.calls if m == "read" and isinstance(r, tuple)]
+
+
+def test_reads_parse_only_the_new_tail(fs: CountingFileSystem) -> None:
+    reader, writer = _store(fs), _store(fs)
+    for n in range(5):
+        writer.record("r", _row(f"m{n}"))
+    assert len(reader.manifest("r")["records"]) == 5
+    fs.calls.clear()
+    assert len(reader.manifest("r")["records"]) == 5
+    assert "read" not in fs.methods()  # nothing new: one stat, no read
+    writer.record("r", _row("m5"))
+    fs.calls.clear()
+    assert len(reader.manifest("r")["records"]) == 6
+    line = len(b'{"record":{"model_call_id":"m5","staging_key":null,"tokens":3}}\n')
+    assert _line_bytes(fs) == [line]  # only the appended line was read
+
+
+def test_the_cache_is_bounded_by_rollouts_and_by_rows(tmp_path: Path) -> None:
+    by_rollouts = FileLineageStore(tmp_path, stripes=STRIPES, cache_rollouts=3, cache_rows=100)
+    for n in range(5):
+        by_rollouts.record(f"r{n}", _row("m0"))
+    assert (by_rollouts.statistics().cached_rollouts, by_rollouts.statistics().cached_rows) == (3, 3)
+    by_rows = FileLineageStore(tmp_path, stripes=STRIPES, cache_rollouts=100, cache_rows=4)
+    for n in range(3):
+        for call in range(2):
+            by_rows.record(f"s{n}", _row(f"m{call}"))
+    assert (by_rows.statistics().cached_rollouts, by_rows.statistics().cached_rows) == (2, 4)
+    assert [len(by_rows.manifest(f"s{n}")["records"]) for n in range(3)] == [2, 2, 2]
+    off = FileLineageStore(tmp_path, stripes=STRIPES, cache_rollouts=0)
+    off.record("t", _row("m0"))
+    assert off.statistics().cached_rollouts == 0
+    assert off.manifest("t")["records"] == [_row("m0")]
+    for store in (by_rollouts, by_rows, off):
+        store.close()
+
+
+@pytest.mark.parametrize("coherent", [True, False])
+def test_no_handle_serves_rows_another_handle_removed_even_when_the_inode_is_reused(
+    fs: CountingFileSystem, coherent: bool
+) -> None:
+    first = _store(fs, StoreVariant(cache_coherence=coherent))
+    other = _store(fs)
+    first.record("r", _row("m1"))
+    inode = fs.inner.stat("r.lineage.jsonl")
+    other.delete(["r"])
+    other.record("r", _row("m2"))  # same length; ext4 hands out the freed inode again at once
+    reused = fs.inner.stat("r.lineage.jsonl")
+    assert inode is not None and reused is not None and reused.size == inode.size
+    served = [r["model_call_id"] for r in first.manifest("r")["records"]]
+    # The removal counter catches it whether or not the inode number was reused (R-STORE-7).
+    assert (served == ["m2"]) is coherent
+
+
+def test_removal_drops_the_entry_in_the_removing_handle(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    store.record("a", _row("m0"))
+    store.record("b", _row("m0"))
+    assert store.statistics().cached_rollouts == 2
+    store.retire(["a"])
+    assert store.statistics().cached_rollouts == 1
+    store.delete(["b"])
+    assert store.statistics().cached_rollouts == 0
