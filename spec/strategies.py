@@ -29,7 +29,7 @@ __all__ = [
 ID_FIRST_CHARACTERS = string.ascii_letters + string.digits
 ID_OTHER_CHARACTERS = ID_FIRST_CHARACTERS + "._-"
 
-#: Each breaks one clause of R-ID-1 (or R-ID-3: not a string).
+#: Each breaks one clause of R-ID-1 (or R-ID-2: not a string).
 INVALID_ROLLOUT_IDS: tuple[object, ...] = (
     "",
     ".hidden",
