@@ -54,7 +54,16 @@ from capture_ledger.impl.histories import HistoryRecorder
 from capture_ledger.impl.ordering import StoreVariant
 from capture_ledger.spec.history import Event
 from capture_ledger.spec.linearizability import CheckResult, Ok, check_history
-from capture_ledger.spec.model import Admit, Delete, Operation, ReadManifest, Record, Retire
+from capture_ledger.spec.model import (
+    Admit,
+    Delete,
+    HasRows,
+    Operation,
+    ReadManifest,
+    Record,
+    RecordFailure,
+    Retire,
+)
 from capture_ledger.spec.model import Ok as ResultOk
 
 __all__ = [
@@ -733,7 +742,7 @@ def _row(k: int) -> dict[str, object]:
 
 _LIVE_A: tuple[tuple[int, Operation], ...] = ((0, Record("a", _row(1))),)
 
-#: The scenarios of issue 5 item 3, each over rollout ``a`` made Live by handle 0 in the setup.
+#: The scenarios of issue 5 item 3 and two more, each starting with ``a`` made Live by handle 0.
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -764,6 +773,20 @@ SCENARIOS: dict[str, Scenario] = {
             ("a",),
             (*_LIVE_A, (1, ReadManifest("a"))),
             ((Delete(["a"]), Record("a", _row(2))), (Record("a", _row(3)),)),
+        ),
+        # Reads and a failure row between retire's phases see a fenced Live rollout (R-STATE-2).
+        Scenario(
+            "retire-vs-reads",
+            ("a",),
+            _LIVE_A,
+            ((Retire(["a"]),), (HasRows("a"), RecordFailure("a", "c1", "timeout"), ReadManifest("a"))),
+        ),
+        # A batch is linearizable per ID, not atomic across IDs (R-CONC-1): writes to both IDs race it.
+        Scenario(
+            "batch-retire-vs-writes",
+            ("a", "b"),
+            (*_LIVE_A, (0, Record("b", _row(1)))),
+            ((Retire(["a", "b"]),), (Record("b", _row(2)), Record("a", _row(2)))),
         ),
     ]
 }

@@ -41,8 +41,8 @@ from capture_ledger.spec.profiles import profile_settings
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-#: Three-thread scenarios: exhaustive to 1 preemption in CI, to 2 in the slow study.
-THREE_THREADS = ("retire-vs-two-late-writes", "two-retires-vs-write")
+#: Scenarios exhausted to 1 preemption in CI (three threads, or a batch of two IDs), to 2 in the slow study.
+LARGE = ("batch-retire-vs-writes", "retire-vs-two-late-writes", "two-retires-vs-write")
 
 #: Each guard, and the scenario whose schedules show it is needed.
 VARIANTS = {
@@ -162,7 +162,7 @@ def test_a_schedule_replays_identically(base_dir: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_production_store_passes_every_bounded_schedule(name: str, base_dir: Path) -> None:
-    bound = 1 if name in THREE_THREADS else 2
+    bound = 1 if name in LARGE else 2
     found = explore(SCENARIOS[name], open_handle=store_opener(), preemption_bound=bound, base_dir=base_dir)
     print(
         f"{name}: {found.runs} schedules (<= {bound} preemptions), exhausted={found.exhausted}, "
@@ -174,8 +174,8 @@ def test_production_store_passes_every_bounded_schedule(name: str, base_dir: Pat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", THREE_THREADS)
-def test_three_thread_scenarios_to_two_preemptions(name: str, base_dir: Path) -> None:
+@pytest.mark.parametrize("name", LARGE)
+def test_large_scenarios_to_two_preemptions(name: str, base_dir: Path) -> None:
     found = explore(SCENARIOS[name], open_handle=store_opener(), preemption_bound=2, base_dir=base_dir)
     print(f"{name}: {found.runs} schedules (<= 2 preemptions), exhausted={found.exhausted}")
     assert found.exhausted and not found.failures, found.failures[0].describe() if found.failures else ""
