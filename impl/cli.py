@@ -21,7 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capture_ledger.impl.spec_cli",
     "capture_ledger.impl.serve_cli",
     "capture_ledger.impl.crash_cli",
-    "capture_ledger.impl.interleave",
+    "capture_ledger.impl.interleave_cli",
     "capture_ledger.impl.explore_cli",
 )
 

@@ -1,11 +1,12 @@
 """Scheduled interleavings of the real ``FileLineageStore`` (issue 5 item 3; R-CONC-1..3, R-STORE-4..7).
 
-Every seam call of every handle is a scheduling point (``impl.interleave``). These tests show that the
-scheduler controls the store (one thread at a time, locks never contended, replays identical), that the
-production store passes every schedule explored (bounded-exhaustive and Hypothesis-generated), and that
-each guard-removed ``StoreVariant`` is caught by a short schedule. Runs go to ``/dev/shm`` when it is a
-writable directory (real files and real fsync calls, without the disk's fsync latency, which does not
-change interleavings), else to the test's temporary directory.
+Every seam call of every handle is a scheduling point (``impl.scheduling``; runs and explorations are
+``impl.interleave``'s, the scenarios ``impl.scenarios``'). These tests show that the scheduler controls the
+store (one thread at a time, locks never contended, replays identical), that the production store passes
+every schedule explored (bounded-exhaustive and Hypothesis-generated), and that each guard-removed
+``StoreVariant`` is caught by a short schedule. Runs go to ``/dev/shm`` when it is a writable directory
+(real files and real fsync calls, without the disk's fsync latency, which does not change interleavings),
+else to the test's temporary directory.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from typing import Any, cast
 import pytest
 from capture_ledger.impl.fs import FileSystem
 from capture_ledger.impl.interleave import (
-    SCENARIOS,
     ChoiceSchedule,
     Run,
     Scenario,
@@ -30,9 +30,9 @@ from capture_ledger.impl.interleave import (
     explore,
     find_counterexample,
     run_schedule,
-    store_opener,
 )
 from capture_ledger.impl.ordering import StoreVariant
+from capture_ledger.impl.scenarios import SCENARIOS, store_opener
 from capture_ledger.impl.store import FileLineageStore
 from capture_ledger.spec.linearizability import Violation
 from capture_ledger.spec.model import Delete, ManifestValue, ReadManifest, Removal, Retire
