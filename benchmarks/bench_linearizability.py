@@ -104,7 +104,9 @@ def corrupt(events: list[Event], *, seed: int = 1) -> tuple[list[Event], int]:
         and isinstance(e.result.value, model.ManifestValue)
     ]
     index = rng.choice(candidates)
-    manifest = events[index].result.value  # type: ignore[union-attr]
+    result = events[index].result
+    assert isinstance(result, model.Ok) and isinstance(result.value, model.ManifestValue)
+    manifest = result.value
     forged = dataclasses.replace(manifest, records=(*manifest.records, '{"model_call_id": "forged"}'))
     bad = list(events)
     bad[index] = dataclasses.replace(events[index], result=model.Ok(forged))
@@ -126,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     per_id: dict[str, list[Event]] = {}
     for event in events:
         for rollout_id in getattr(event.op, "rollout_ids", None) or [getattr(event.op, "rollout_id", "")]:
-            per_id.setdefault(str(rollout_id), []).append(event)
+            if rollout_id != "not/valid":  # the calls rejected by validation touch no rollout
+                per_id.setdefault(str(rollout_id), []).append(event)
     overlapping = sum(
         1
         for group in per_id.values()

@@ -6,8 +6,10 @@ first counterexample found is a shortest one. On every state it checks the named
 
 * ``R-CONC-2 retired stays retired``: no ledger exists for an ID once a retire of it has returned, until a
   delete of it is invoked;
-* ``R-CONC-3 write after delete survives``: no retire removes a row written after a delete that began after
-  that retire.
+* ``R-CONC-3 write after delete survives``: no retire removes a row written by a call that started after a
+  delete of the ID returned, if that retire's fence of the ID came before the delete -- unless a later
+  retire has meanwhile noted the row's ledger and would remove it anyway (docs/concurrency.md explains
+  this reading, which the protocol's re-check of the fence *by name* needs).
 
 On every complete execution (all clients finished) it checks **linearizability** against the sequential
 model with ``linearizability.check_history``: the history is built from the ghost state (a call's
@@ -64,6 +66,7 @@ __all__ = [
     "ablation",
     "explore",
     "history_of",
+    "replay",
 ]
 
 LINEARIZABILITY = "linearizability"
@@ -244,11 +247,14 @@ class Counterexample:
     property: str
     steps: tuple[str, ...]
     detail: str
+    #: Which client took each step: ``replay(config, guards, schedule)`` runs the same steps again.
+    schedule: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         lines = [f"{self.property} violated after {len(self.steps)} steps:"]
         lines += [f"  {n}. {text}" for n, text in enumerate(self.steps, 1)]
         lines.append(self.detail)
+        lines.append(f"schedule (clients, for explore.replay): {list(self.schedule)}")
         return "\n".join(lines)
 
 
@@ -301,6 +307,26 @@ def history_of(config: Config, state: State) -> list[Event]:
     return events
 
 
+def replay(config: Config, guards: Guards, schedule: tuple[int, ...] | list[int]) -> tuple[list[str], State]:
+    """Run the steps a schedule names (one client index per step), as a counterexample was found.
+
+    Returns:
+        The steps' descriptions and the state reached.
+
+    Raises:
+        ValueError: the schedule names a client that cannot move at that point.
+    """
+    state = initial_state(config)
+    texts: list[str] = []
+    for n, client in enumerate(schedule, 1):
+        step = successor(config, guards, state, client)
+        if step is None:
+            raise ValueError(f"step {n}: client {client} cannot move")
+        text, state = step
+        texts.append(text)
+    return texts, state
+
+
 def _invariants(config: Config, state: State) -> tuple[str, str] | None:
     for position, rollout_id in enumerate(config.ids):
         if rollout_id in state.retired and state.ledgers[position] is not None:
@@ -330,18 +356,20 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
     off = tuple(name for name in GUARD_NAMES if not getattr(guards, name))
     began = time.perf_counter()
     start = initial_state(config)
-    parents: dict[State, tuple[State, str] | None] = {start: None}
+    parents: dict[State, tuple[State, str, int] | None] = {start: None}
     queue = deque([start])
     complete = 0
     clients = range(len(config.clients))
 
     def stop(state: State, prop: str, detail: str) -> Exploration:
         steps: list[str] = []
+        schedule: list[int] = []
         link = parents[state]
         while link is not None:
             steps.append(link[1])
+            schedule.append(link[2])
             link = parents[link[0]]
-        example = Counterexample(prop, tuple(reversed(steps)), detail)
+        example = Counterexample(prop, tuple(reversed(steps)), detail, tuple(reversed(schedule)))
         return Exploration(config.name, off, len(parents), complete, time.perf_counter() - began, example)
 
     while queue:
@@ -357,7 +385,7 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
             moved = True
             text, after = step
             if after not in parents:
-                parents[after] = (state, text)
+                parents[after] = (state, text, client)
                 queue.append(after)
         if moved:
             continue

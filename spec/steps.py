@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from capture_ledger.spec import model
 from capture_ledger.spec.ids import staging_key
@@ -332,12 +332,10 @@ class _Stepper:
         self.set_cache(rollout_id, None)  # drop its cached rows (R-STORE-7)
         return True
 
-    def go(self, pc: str, **registers: object) -> None:
-        self.changes["local"] = dataclasses.replace(
-            self.changes.get("local", self.local),  # type: ignore[arg-type]
-            pc=pc,
-            **registers,  # type: ignore[arg-type]
-        )
+    def go(self, pc: str, **registers: Any) -> None:
+        current = self.changes.get("local", self.local)
+        assert isinstance(current, Local)
+        self.changes["local"] = dataclasses.replace(current, pc=pc, **registers)
 
     def running(self, kind: type[RetireCall] | type[DeleteCall]) -> list[tuple[int, Call]]:
         """The other clients in the middle of a call of ``kind``, with that call."""

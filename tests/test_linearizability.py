@@ -109,8 +109,9 @@ def test_a_wrong_result_in_a_sequential_history_is_caught_with_a_minimal_witness
 ) -> None:
     events = _sequential(ops)
     index = data.draw(st.integers(0, len(events) - 1))
-    assert events[index].result is not None
-    events[index] = dataclasses.replace(events[index], result=_other_result(events[index].result))
+    original = events[index].result
+    assert original is not None
+    events[index] = dataclasses.replace(events[index], result=_other_result(original))
     verdict = check_history(events)
     assert isinstance(verdict, Violation), verdict
     # The witness is a sub-history, non-linearizable, with a culprit whose removal makes it linearizable;
@@ -282,18 +283,15 @@ def test_a_larger_concurrent_history_is_checked() -> None:
     ops: list[model.Operation] = []
     for _ in range(2000):
         rid, call = rng.choice(ids), f"m{rng.randrange(4)}"
-        ops.append(
-            rng.choice(
-                [
-                    Record(rid, {"model_call_id": call}),
-                    HasRows(rid),
-                    ReadManifest(rid),
-                    Admit(rid, call),
-                    Retire([rid, rng.choice(ids)]),
-                    Delete([rid]),
-                ]
-            )
-        )
+        choices: list[model.Operation] = [
+            Record(rid, {"model_call_id": call}),
+            HasRows(rid),
+            ReadManifest(rid),
+            Admit(rid, call),
+            Retire([rid, rng.choice(ids)]),
+            Delete([rid]),
+        ]
+        ops.append(rng.choice(choices))
     events = _concurrent(ops, 11, clients=8)
     assert check_history(events) == Ok()
     forged = next(i for i, e in enumerate(events) if isinstance(e.op, HasRows) and e.result == OK(False))
