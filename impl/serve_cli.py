@@ -144,7 +144,11 @@ def _serve(args: argparse.Namespace) -> int:
     os.environ[TOKEN_ENV] = token
     if args.ledger is not None:
         os.environ[LEDGER_ENV] = args.ledger
-    app_from_environment()  # fail here, once, if the store cannot be opened or the token is refused
+    # Fail here, once, if the store cannot be opened or the token is refused; each worker opens its own.
+    probe = app_from_environment()
+    close = getattr(getattr(probe, "ledger", None), "close", None)
+    if callable(close):
+        close()
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
     shown_host = f"[{args.host}]" if ":" in args.host else args.host

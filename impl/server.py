@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import logging
 import re
 from typing import Annotated, Any
 
@@ -54,8 +53,6 @@ __all__ = [
     "RemovalRequest",
     "create_app",
 ]
-
-logger = logging.getLogger("capture_ledger.server")
 
 #: Where the control routes live (the upstream model server's path).
 PREFIX = "/training-token-capture/control"
@@ -157,7 +154,10 @@ class _BearerAuth:
         self._token = token.encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] in ("http", "websocket") and not self._authorized(scope):
+        if scope["type"] == "websocket" and not self._authorized(scope):
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+            return
+        if scope["type"] == "http" and not self._authorized(scope):
             response = JSONResponse(
                 {"detail": "missing or wrong bearer token", "error": "Unauthorized", "rollout_id": None},
                 status_code=401,

@@ -8,9 +8,6 @@ ledger; the limit is read at call time; a server answer that does not partition 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from capture_ledger.impl.batching import batch_limit, check_removal, merge_removals, plan_removal
 from capture_ledger.impl.client import (
     ControlPlaneTimeoutError,
@@ -21,6 +18,8 @@ from capture_ledger.impl.client import (
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import MAX_LEDGER_BATCH, InvalidRolloutIdError
 from capture_ledger.spec.strategies import rollout_ids
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_bare_string_and_non_sequences_are_type_errors() -> None:

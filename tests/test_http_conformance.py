@@ -9,7 +9,8 @@ example's workspace, served by its own ``create_app`` mounted under a fresh ``/w
 store directly (the model server's capture path). ``close`` unmounts the app and closes the store, so a
 ``reopen`` is a restarted worker. Production code has no workspace switch: each app serves one store.
 
-A deliberately broken adapter (a client that drops the manifest's failures) is shown to be caught.
+The same kit runs an async variant (coroutine methods over ``AsyncRolloutControlClient``, R-KIT-5). A
+deliberately broken adapter (a client that drops the manifest's failures) is shown to be caught.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import Phase, settings
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from capture_ledger.impl.client import RolloutControlClient
+from capture_ledger.impl.client import AsyncRolloutControlClient, RolloutControlClient
 from capture_ledger.impl.server import create_app
 from capture_ledger.impl.serving import ServerThread
 from capture_ledger.impl.store import FileLineageStore
 from capture_ledger.spec import Manifest, RolloutRemoval, check_ledger
 from capture_ledger.spec.profiles import profile_settings
+from hypothesis import Phase, settings
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN = "conformance-token"
 
@@ -112,6 +112,41 @@ class ForgetfulWorker(HttpWorker):
         return {"rollout_id": manifest["rollout_id"], "records": manifest["records"], "failures": []}
 
 
+class AsyncHttpWorker(HttpWorker):
+    """The same worker, with coroutine methods and the async client (as NeMo Gym's ledgers are async)."""
+
+    def __init__(self, workspace: Path, server: ServerThread, dispatcher: Dispatcher) -> None:
+        super().__init__(workspace, server, dispatcher)
+        self.client.close()
+        self.remote = AsyncRolloutControlClient(f"{server.url}/{self._name}", auth_token=TOKEN, timeout=30)
+
+    async def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:  # type: ignore[override]
+        self.store.record(rollout_id, row)
+
+    async def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:  # type: ignore[override]
+        self.store.record_failure(rollout_id, model_call_id, reason)
+
+    async def admit(self, rollout_id: str, model_call_id: str) -> str | None:  # type: ignore[override]
+        return self.store.admit(rollout_id, model_call_id)
+
+    async def has_rows(self, rollout_id: str) -> bool:  # type: ignore[override]
+        return self.store.has_rows(rollout_id)
+
+    async def manifest(self, rollout_id: str) -> Manifest:  # type: ignore[override]
+        return await self.remote.manifest(rollout_id)
+
+    async def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:  # type: ignore[override]
+        return await self.remote.retire(rollout_ids)
+
+    async def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:  # type: ignore[override]
+        return await self.remote.delete(rollout_ids)
+
+    async def close(self) -> None:  # type: ignore[override]
+        self._dispatcher.unmount(self._name)
+        await self.remote.aclose()
+        self.store.close()
+
+
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[ServerThread, Dispatcher]]:
     dispatcher = Dispatcher()
@@ -121,9 +156,9 @@ def served() -> Iterator[tuple[ServerThread, Dispatcher]]:
 
 def _budget() -> settings:
     # Every step reads every known rollout through both handles over HTTP and fsyncs its writes, so CI
-    # runs a tenth of the profile's examples (about 25 s on 2 busy cores); the nightly profile runs all.
+    # runs an eighth of the profile's examples (about 20 s on 2 busy cores); the nightly profile runs all.
     profile = profile_settings()
-    examples = profile.max_examples if profile.max_examples > 100 else max(6, profile.max_examples // 10)
+    examples = profile.max_examples if profile.max_examples > 100 else max(8, profile.max_examples // 8)
     return settings(profile, max_examples=examples)
 
 
@@ -146,3 +181,12 @@ def test_a_broken_remote_path_is_caught(served: tuple[ServerThread, Dispatcher])
         # No shrinking: the test only needs the kit to reject the variant, not the smallest example.
         budget = settings(_budget(), max_examples=200, phases=[Phase.explicit, Phase.generate])
         check_ledger(open_worker, handles=2, settings=budget)
+
+
+def test_the_async_client_conforms_too(served: tuple[ServerThread, Dispatcher]) -> None:
+    server, dispatcher = served
+
+    def open_worker(workspace: Path) -> AsyncHttpWorker:
+        return AsyncHttpWorker(workspace, server, dispatcher)
+
+    check_ledger(open_worker, handles=2, settings=settings(_budget(), max_examples=5))

@@ -18,9 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
-
 from capture_ledger.impl.client import (
     AsyncRolloutControlClient,
     ControlPlaneError,
@@ -40,6 +37,8 @@ from capture_ledger.spec import (
     RolloutRemoval,
     RolloutRetiredError,
 )
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -91,7 +90,10 @@ def test_manifest_status_codes(ledger: Any) -> None:
     }
     assert isinstance(live.json()["records"][0]["value"], float)  # 1.0 stays 1.0 (canonical rows)
     absent = call(app, "GET", f"{PREFIX}/rollouts/never/manifest")
-    assert (absent.status_code, absent.json()) == (200, {"rollout_id": "never", "records": [], "failures": []})
+    assert (absent.status_code, absent.json()) == (
+        200,
+        {"rollout_id": "never", "records": [], "failures": []},
+    )
     gone = call(app, "GET", f"{PREFIX}/rollouts/gone/manifest")
     assert gone.status_code == 410
     assert gone.json()["error"] == "RolloutRetiredError" and gone.json()["rollout_id"] == "gone"
@@ -180,7 +182,7 @@ def test_every_path_needs_the_token(headers: dict[str, Any]) -> None:
     ledger = ReferenceLedger()
     ledger.record("live", {"model_call_id": "m0"})
     app = create_app(ledger, auth_token=TOKEN)
-    for method, path, body in [
+    routes: list[tuple[str, str, dict[str, Any] | None]] = [
         ("GET", f"{PREFIX}/rollouts/live/manifest", None),
         ("POST", f"{PREFIX}/rollouts/retire", {"rollout_ids": ["live"]}),
         ("POST", f"{PREFIX}/rollouts/delete", {"rollout_ids": ["live"]}),
@@ -189,7 +191,8 @@ def test_every_path_needs_the_token(headers: dict[str, Any]) -> None:
         ("GET", f"{PREFIX}/openapi.json", None),
         ("GET", "/docs", None),
         ("GET", "/nowhere", None),
-    ]:
+    ]
+    for method, path, body in routes:
         answer = call(app, method, path, headers=headers, json=body)
         assert answer.status_code == 401, (method, path)
         assert answer.headers["www-authenticate"] == "Bearer"
@@ -198,7 +201,9 @@ def test_every_path_needs_the_token(headers: dict[str, Any]) -> None:
 
 def test_the_scheme_is_case_insensitive_and_unknown_paths_are_404_with_the_token() -> None:
     app = create_app(ReferenceLedger(), auth_token=TOKEN)
-    assert call(app, "GET", f"{PREFIX}/metrics", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+    assert (
+        call(app, "GET", f"{PREFIX}/metrics", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
+    )
     assert call(app, "GET", "/nowhere").status_code == 404
     assert call(app, "GET", "/docs").status_code == 404  # no unauthenticated HTML docs
 
@@ -267,7 +272,9 @@ def test_coroutine_methods_are_awaited() -> None:
     ledger.inner.record("a", {"model_call_id": "m0"})
     app = create_app(ledger, auth_token=TOKEN)
     assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").json()["records"] == [{"model_call_id": "m0"}]
-    assert call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]}).json()["removed"] == ["a"]
+    assert call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]}).json()["removed"] == [
+        "a"
+    ]
     assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").status_code == 410
     assert call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]}).status_code == 200
     assert ledger.awaited == ["manifest", "retire", "manifest", "delete"]
@@ -311,7 +318,9 @@ def test_openapi_describes_every_route_body_and_error() -> None:
         route = paths[f"{PREFIX}/rollouts/{operation}"]["post"]
         assert {"200", "400", "401", "422"} <= set(route["responses"])
         assert route["security"] == [{"HTTPBearer": []}]
-        assert route["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("RemovalRequest")
+        assert route["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+            "RemovalRequest"
+        )
     assert "401" in paths[f"{PREFIX}/metrics"]["get"]["responses"]
     schemas = document["components"]["schemas"]
     ids = schemas["RemovalRequest"]["properties"]["rollout_ids"]
@@ -383,7 +392,7 @@ def test_async_client_maps_statuses_and_validates_before_sending() -> None:
             assert retired.value.rollout_id == "a"
             sent = len(transport.requests)
             with pytest.raises(TypeError):
-                await client.delete("a")  # type: ignore[arg-type]
+                await client.delete("a")  # a str is a Sequence[str] to mypy; refused at run time
             with pytest.raises(InvalidRolloutIdError):
                 await client.delete(["b", "c", "d", "e", "../x"])  # would be the third batch
             with pytest.raises(InvalidRolloutIdError):

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from capture_ledger.impl import cli
 from capture_ledger.impl.client import (
     AsyncRolloutControlClient,
@@ -85,7 +84,9 @@ def test_status_codes_over_the_network(server: ServerProcess, store: FileLineage
         assert http.post("/rollouts/delete", json={"rollout_ids": ["net-gone"]}).status_code == 200
         assert http.get("/rollouts/net-gone/manifest").json()["records"] == []
     for headers in ({}, {"Authorization": "Bearer wrong"}):
-        answer = httpx.post(f"{server.url}{PREFIX}/rollouts/retire", json={"rollout_ids": ["net-live"]}, headers=headers)
+        answer = httpx.post(
+            f"{server.url}{PREFIX}/rollouts/retire", json={"rollout_ids": ["net-live"]}, headers=headers
+        )
         assert answer.status_code == 401
     assert store.has_rows("net-live")
 
@@ -109,7 +110,9 @@ def test_blocking_client_splits_lists_into_requests(server: ServerProcess, store
         assert client.delete(ids)["absent"] == list(dict.fromkeys(ids))
 
 
-def test_more_than_max_ledger_batch_ids_take_two_requests(server: ServerProcess, store: FileLineageStore) -> None:
+def test_more_than_max_ledger_batch_ids_take_two_requests(
+    server: ServerProcess, store: FileLineageStore
+) -> None:
     store.record("many-4500", {"model_call_id": "m0"})
     ids = [f"many-{i}" for i in range(5000)]
     before = requests_served(server.url, "delete")
@@ -124,7 +127,9 @@ def test_async_client_against_the_server(server: ServerProcess, store: FileLinea
     store.record_failure("async-a", "m0", "timeout")
 
     async def go() -> None:
-        async with AsyncRolloutControlClient(server.url, auth_token=TOKEN, timeout=30, batch_size=2) as client:
+        async with AsyncRolloutControlClient(
+            server.url, auth_token=TOKEN, timeout=30, batch_size=2
+        ) as client:
             manifest = await client.manifest("async-a")
             assert manifest["failures"] == [{"model_call_id": "m0", "reason": "timeout"}]
             assert await client.retire(["async-a", "async-b", "async-c"]) == {
@@ -145,13 +150,15 @@ def test_timeouts_and_refused_connections_are_typed_errors() -> None:
     closed.close()
     silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
     try:
-        with RolloutControlClient(silent_url, auth_token=TOKEN, timeout=0.2, retries=1, backoff=0.01) as client:
+        with RolloutControlClient(
+            silent_url, auth_token=TOKEN, timeout=0.2, retries=1, backoff=0.01
+        ) as client:
             with pytest.raises(ControlPlaneTimeoutError) as waited:
                 client.retire(["a"])
             assert waited.value.status is None and isinstance(waited.value, TimeoutError)
-        with RolloutControlClient(closed_url, auth_token=TOKEN, timeout=2) as client:
-            with pytest.raises(ControlPlaneUnavailableError):
-                client.manifest("a")
+        refused = RolloutControlClient(closed_url, auth_token=TOKEN, timeout=2)
+        with refused, pytest.raises(ControlPlaneUnavailableError):
+            refused.manifest("a")
 
         async def go() -> None:
             async with AsyncRolloutControlClient(silent_url, auth_token=TOKEN, timeout=0.2) as client:
@@ -175,7 +182,9 @@ def run_cli(args: list[str], *, stdin: str = "") -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_client_sub_commands_print_json(server: ServerProcess, store: FileLineageStore, tmp_path: Path) -> None:
+def test_client_sub_commands_print_json(
+    server: ServerProcess, store: FileLineageStore, tmp_path: Path
+) -> None:
     store.record("cli-a", {"model_call_id": "m0"})
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
@@ -249,5 +258,26 @@ def test_two_workers_each_open_the_store_and_see_each_others_changes(tmp_path: P
         assert retired.json() == {"removed": ["shared"], "absent": []}
         writer.record("shared", {"model_call_id": "m1"})  # a late write: discarded by the fence
         every_worker_reads(410, served)  # the retire made through one worker, seen by both
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["shared.lineage.retired"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "shared.lineage.retired"
+    ]
     writer.close()
+
+
+def test_the_token_comes_from_the_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from capture_ledger.impl.serve_cli import read_token
+
+    token_file = tmp_path / "token"
+    token_file.write_text("  from-file\n")
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    assert read_token(None) == "from-env"
+    assert read_token(str(token_file)) == "from-file"  # the file wins
+    monkeypatch.delenv(TOKEN_ENV)
+    for bad in (None, str(tmp_path / "missing")):
+        with pytest.raises(Exception, match="token"):
+            read_token(bad)
+    token_file.write_text("two words")
+    with pytest.raises(Exception, match="whitespace"):
+        read_token(str(token_file))
