@@ -38,6 +38,7 @@ from capture_ledger.spec import model
 from capture_ledger.spec.history import Event
 from capture_ledger.spec.ids import staging_key
 from capture_ledger.spec.linearizability import Violation, check_history
+from capture_ledger.spec.programs import successor
 from capture_ledger.spec.rows import canonical_json
 from capture_ledger.spec.steps import (
     GUARD_NAMES,
@@ -53,7 +54,6 @@ from capture_ledger.spec.steps import (
     initial_state,
     is_done,
     operation_of,
-    successor,
 )
 
 __all__ = [

@@ -1,11 +1,14 @@
-"""The step-level model of the file store's concurrent protocol (DESIGN.md §5; R-STORE-1..7, R-CONC-1..3).
+"""The step-level model of the file store's concurrent protocol: its state and atomic steps (DESIGN.md §5;
+R-STORE-1..7, R-CONC-1..3).
 
 Where ``model`` makes each call one atomic step, this model splits the calls of ``FileLineageStore`` into
 the atomic steps the store takes on one directory: acquire and release a lock stripe, look up a ledger or a
 fence, create a fence, append a row (creating the ledger), unlink, sync. Several *clients* run programs
 (sequences of calls) on *handles*; each handle keeps a cache of the ledgers it has read, as the store does
-(R-STORE-7). ``successor(config, state, client)`` is the one step a client can take next (or ``None`` when
-it is blocked on a lock or finished), so an explorer interleaves clients by choosing who moves.
+(R-STORE-7). This module holds the vocabulary (guards, calls, configurations), the abstract directory and
+registers (``State``), and the atomic steps on them (``Stepper``); ``spec/programs.py`` holds each call as
+a program of those steps and ``programs.successor(config, guards, state, client)``, the one step a client
+can take next, so an explorer interleaves clients by choosing who moves.
 
 Every guard of the protocol is a switch in ``Guards`` (all on by default), so that each can be shown
 necessary: ``recheck_fence`` (retire's phase 2 re-checks the fence under the lock, R-STORE-4),
@@ -33,8 +36,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from capture_ledger.spec import model
-from capture_ledger.spec.ids import staging_key
-from capture_ledger.spec.rows import canonical_json
 
 __all__ = [
     "GUARD_NAMES",
@@ -50,10 +51,10 @@ __all__ = [
     "RetireCall",
     "Row",
     "State",
+    "Stepper",
     "initial_state",
     "is_done",
     "operation_of",
-    "successor",
 ]
 
 
@@ -257,12 +258,12 @@ def _put(values: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
     return (*values[:index], value, *values[index + 1 :])
 
 
-def _manifest(rows: tuple[Row, ...]) -> model.Result:
-    return model.Ok(model.ManifestValue(tuple(canonical_json({"model_call_id": r.call}) for r in rows)))
+class Stepper:
+    """Builds one client's next step: a description and the next state.
 
-
-class _Stepper:
-    """Builds one client's next step: a description and the next state."""
+    The programs (``spec/programs.py``) take a step by calling these atomic operations on the state as it
+    stands before the step (plus the step's pending changes), then ``build`` returns the step.
+    """
 
     def __init__(self, config: Config, guards: Guards, state: State, client: int) -> None:
         self.config, self.guards, self.state, self.client = config, guards, state, client
@@ -273,30 +274,42 @@ class _Stepper:
 
     # --- helpers over the pending state
     def get(self, name: str) -> object:
+        """The state's field ``name`` with this step's pending change, if any."""
         return self.changes.get(name, getattr(self.state, name))
 
     def pos(self, rollout_id: str) -> int:
+        """The ID's position in ``Config.ids``."""
         return self.config.ids.index(rollout_id)
 
     def ledger(self, rollout_id: str) -> Ledger | None:
+        """The ID's ledger file in the directory (not through the cache), or ``None``."""
         return self.get("ledgers")[self.pos(rollout_id)]  # type: ignore[index,no-any-return]
 
     def set_ledger(self, rollout_id: str, ledger: Ledger | None) -> None:
+        """Replace or remove the ID's ledger file."""
         self.changes["ledgers"] = _put(self.get("ledgers"), self.pos(rollout_id), ledger)  # type: ignore[arg-type]
 
     def fence(self, rollout_id: str) -> bool:
+        """Whether the ID's fence exists."""
         return self.get("fences")[self.pos(rollout_id)]  # type: ignore[index,no-any-return]
 
     def set_fence(self, rollout_id: str, present: bool) -> None:
+        """Create or unlink the ID's fence."""
         self.changes["fences"] = _put(self.get("fences"), self.pos(rollout_id), present)  # type: ignore[arg-type]
 
+    def set_generation(self, rollout_id: str, generation: int) -> None:
+        """Set how many ledger files (inodes) of the ID have been created so far."""
+        self.changes["generations"] = _put(self.state.generations, self.pos(rollout_id), generation)
+
     def set_cache(self, rollout_id: str, view: Ledger | None) -> None:
+        """Set this handle's cached view of the ID's ledger (R-STORE-7)."""
         caches: tuple[tuple[Ledger | None, ...], ...] = self.get("caches")  # type: ignore[assignment]
         self.changes["caches"] = _put(
             caches, self.handle, _put(caches[self.handle], self.pos(rollout_id), view)
         )
 
     def lock(self, rollout_id: str) -> bool:
+        """Take the ID's lock stripe; ``False`` (and no change) when another client holds it."""
         locks: tuple[int, ...] = self.get("locks")  # type: ignore[assignment]
         stripe = self.config.stripe(rollout_id)
         if locks[stripe] != -1:
@@ -305,6 +318,7 @@ class _Stepper:
         return True
 
     def unlock(self, rollout_id: str) -> None:
+        """Release the ID's lock stripe."""
         self.changes["locks"] = _put(self.get("locks"), self.config.stripe(rollout_id), -1)  # type: ignore[arg-type]
 
     def look_up(self, rollout_id: str) -> Ledger | None:
@@ -317,6 +331,7 @@ class _Stepper:
         return actual
 
     def unlink_ledger(self, rollout_id: str) -> bool:
+        """Unlink the ID's ledger and drop it from this handle's cache; whether there was one."""
         gone = self.ledger(rollout_id)
         if gone is None:
             return False
@@ -333,6 +348,7 @@ class _Stepper:
         return True
 
     def go(self, pc: str, **registers: Any) -> None:
+        """Move this client's program counter to ``pc``, setting ``registers``."""
         current = self.changes.get("local", self.local)
         assert isinstance(current, Local)
         self.changes["local"] = dataclasses.replace(current, pc=pc, **registers)
@@ -401,6 +417,7 @@ class _Stepper:
         self.changes["local"] = dataclasses.replace(self.local, protect=protect)
 
     def build(self, text: str) -> tuple[str, State]:
+        """The step: its description and the state with the pending changes applied."""
         local = self.changes.pop("local", self.local)
         changes = {k: v for k, v in self.changes.items() if k != "calls"}
         state = dataclasses.replace(
@@ -421,261 +438,3 @@ def _describe(call: Call) -> str:
     if isinstance(call, AdmitCall):
         return f"admit {call.rollout_id} {call.call}"
     return f"manifest {call.rollout_id}"
-
-
-def successor(config: Config, guards: Guards, state: State, client: int) -> tuple[str, State] | None:
-    """The next step of ``client``: its description and the state after it, or ``None`` if it cannot move.
-
-    Args:
-        config: the configuration.
-        guards: which guards the protocol keeps.
-        state: the current state.
-        client: the client's index in ``config.clients``.
-
-    Returns:
-        ``(description, next state)``; ``None`` when the client is finished, waits for a lock, or (a
-        concurrent client) waits for the setup clients to finish.
-    """
-    if is_done(config, state, client):
-        return None
-    earlier = range(client) if client < config.setup else range(config.setup)
-    if any(not is_done(config, state, other) for other in earlier):
-        return None
-    s = _Stepper(config, guards, state, client)
-    if s.local.pc == "start":
-        s.invoke()
-    text = _run(s)
-    return None if text is None else s.build(text)
-
-
-# ------------------------------------------------------------------------------------------ programs
-def _run(s: _Stepper) -> str | None:
-    """Take the current call's next step on ``s``; the step's text, or ``None`` when blocked on a lock."""
-    call = s.call
-    if isinstance(call, RecordCall):
-        return _record(s, call)
-    if isinstance(call, RetireCall):
-        return _retire(s, call)
-    if isinstance(call, DeleteCall):
-        return _delete(s, call)
-    if isinstance(call, AdmitCall):
-        if s.guards.admit_checks_fence and s.fence(call.rollout_id):  # R-ADMIT-2
-            s.finish(model.Ok(None))
-            return f"look up fence of {call.rollout_id}: present, refuse"
-        s.finish(model.Ok(staging_key(call.rollout_id, call.call)))
-        return (
-            f"look up fence of {call.rollout_id}: absent, admit" if s.guards.admit_checks_fence else "admit"
-        )
-    return _read(s, call)
-
-
-def _read(s: _Stepper, call: ManifestCall) -> str | None:
-    rid, pc, locked = call.rollout_id, s.local.pc, s.guards.read_lock
-
-    def answer(result: model.Result) -> None:
-        if locked:
-            s.go("unlock", result=result)
-        else:
-            s.finish(result)
-
-    if pc == "start" and locked:
-        if not s.lock(rid):
-            return None
-        s.go("read")
-        return f"lock stripe of {rid}"
-    if pc in ("start", "read"):
-        view = s.look_up(rid)
-        if view is not None and view.rows:
-            answer(_manifest(view.rows))  # R-READ-2
-            return f"read ledger of {rid}: {len(view.rows)} row(s)"
-        s.go("fence")
-        return f"read ledger of {rid}: none"
-    if pc == "fence":
-        if s.fence(rid):
-            answer(model.Err(model.ErrorKind.ROLLOUT_RETIRED))  # R-READ-3
-            return f"look up fence of {rid}: present, RolloutRetiredError"
-        answer(_manifest(()))  # R-READ-1
-        return f"look up fence of {rid}: absent, empty manifest"
-    s.unlock(rid)
-    s.finish(s.local.result or model.Ok(None))
-    return f"unlock stripe of {rid}"
-
-
-def _record(s: _Stepper, call: RecordCall) -> str | None:
-    rid, pc = call.rollout_id, s.local.pc
-    if pc == "start":
-        if not s.lock(rid):
-            return None
-        s.go("read")
-        return f"lock stripe of {rid}"
-    if pc == "read":
-        view = s.look_up(rid)
-        rows = view.rows if view is not None else ()
-        if any(row.call == call.call for row in rows):
-            s.go("unlock", view=view, result=model.Ok(None))  # R-WRITE-3: identical re-record
-            return f"read ledger of {rid}: {call.call} already there"
-        if not rows and s.guards.fence_lookup_on_write:
-            s.go("fence", view=view)  # R-WRITE-6: only a rollout with no rows looks for the fence
-        else:
-            s.go("append", view=view)
-        return (
-            f"read ledger of {rid}: {len(rows)} row(s)" if view is not None else f"read ledger of {rid}: none"
-        )
-    if pc == "fence":
-        if s.fence(rid):
-            s.go("unlock", result=model.Ok(None))  # R-WRITE-4: discarded, no error
-            return f"look up fence of {rid}: present, discard the row"
-        s.go("append")
-        return f"look up fence of {rid}: absent"
-    if pc == "append":
-        return _append(s, call)
-    if pc == "fsync":
-        s.go("dirsync" if s.local.flag else "unlock")
-        return f"fsync ledger of {rid}"
-    if pc == "dirsync":
-        s.go("unlock")
-        return "fsync directory"  # R-STORE-3: a new ledger's entry
-    s.unlock(rid)
-    s.finish(s.local.result or model.Ok(None))
-    return f"unlock stripe of {rid}"
-
-
-def _append(s: _Stepper, call: RecordCall) -> str:
-    rid, view = call.rollout_id, s.local.view
-    row = Row(call.call, s.local.protect)
-    actual = s.ledger(rid)
-    if view is not None:
-        if actual is not None and actual.generation == view.generation:
-            s.set_ledger(rid, Ledger(actual.generation, (*actual.rows, row)))
-            text = f"append {call.call} to ledger of {rid}"
-        else:  # the file this handle had open was unlinked: the row goes nowhere anyone reads
-            text = f"append {call.call} to unlinked ledger file of {rid} (generation {view.generation})"
-        s.set_cache(rid, Ledger(view.generation, (*view.rows, row)))
-        s.go("fsync", result=model.Ok(None))
-        return text
-    if actual is not None:  # O_APPEND|O_CREAT on a file that exists after all
-        s.set_ledger(rid, Ledger(actual.generation, (*actual.rows, row)))
-        s.set_cache(rid, Ledger(actual.generation, (*actual.rows, row)))
-        s.go("fsync", result=model.Ok(None))
-        return f"append {call.call} to ledger of {rid}"
-    generation = s.state.generations[s.pos(rid)] + 1
-    s.changes["generations"] = _put(s.state.generations, s.pos(rid), generation)
-    s.set_ledger(rid, Ledger(generation, (row,)))
-    s.set_cache(rid, Ledger(generation, (row,)))
-    s.go("fsync", result=model.Ok(None), flag=True)
-    return f"create ledger of {rid} with {call.call}"
-
-
-def _retire(s: _Stepper, call: RetireCall) -> str | None:
-    """R-STORE-4, or with ``fence_before_unlink`` off: unlink every ledger first, then fence."""
-    ids, local, pc = call.rollout_ids, s.local, s.local.pc
-    fence_first = s.guards.fence_before_unlink
-    first = ids  # phase 1 visits every ID; phase 2 those that had a ledger (fence first) or all
-    second = local.had if fence_first else ids
-    if pc in ("start", "p1.lock"):
-        if not s.lock(ids[local.index]):
-            return None
-        s.go("p1.ledger")
-        return f"lock stripe of {ids[local.index]}"
-    rid = first[local.index] if pc.startswith("p1") else (second[local.index] if second else "")
-    if pc == "p1.ledger":
-        present = s.ledger(rid) is not None
-        had = (*local.had, rid) if present else local.had
-        if fence_first:
-            ledger = s.ledger(rid)
-            if ledger is not None:
-                # Ghost (R-CONC-3): this retire begins on the ID after those writes, so it will remove
-                # them itself; an older retire doing it first (its re-check cannot tell this fence from
-                # its own) changes nothing anyone can observe. See docs/concurrency.md.
-                s.set_ledger(rid, Ledger(ledger.generation, tuple(Row(r.call) for r in ledger.rows)))
-            s.go("p1.fence", had=had)
-            return f"look up ledger of {rid}: {'present' if present else 'absent'}"
-        s.go("p1.unlock", had=had, flag=s.unlink_ledger(rid) or local.flag)
-        return f"unlink ledger of {rid}" if present else f"look up ledger of {rid}: absent"
-    if pc == "p1.fence":
-        if s.fence(rid):
-            s.go("p1.unlock")
-            return f"look up fence of {rid}: present"
-        s.set_fence(rid, True)
-        s.go("p1.unlock")
-        return f"create fence of {rid}"
-    if pc == "p1.unlock":
-        s.unlock(rid)
-        if local.index + 1 < len(first):
-            s.go("p1.lock", index=local.index + 1)
-        else:
-            s.go("p1.sync", index=0)
-        return f"unlock stripe of {rid}"
-    if pc == "p1.sync":
-        # R-STORE-4: one directory sync per non-empty batch, even when no fence was written.
-        if second:
-            s.go("p2.lock", index=0)
-        else:
-            _end_retire(s, call)
-        return "fsync directory"
-    if pc == "p2.lock":
-        if not s.lock(rid):
-            return None
-        s.go("p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
-        return f"lock stripe of {rid}"
-    if pc == "p2.check":
-        if not fence_first:
-            if s.fence(rid):
-                s.go("p2.unlock")
-                return f"look up fence of {rid}: present"
-            s.set_fence(rid, True)
-            s.go("p2.unlock")
-            return f"create fence of {rid}"
-        if not s.fence(rid):  # deleted (and maybe re-used) since phase 1: leave it alone (R-CONC-3)
-            s.go("p2.unlock")
-            return f"look up fence of {rid}: absent, skip"
-        s.go("p2.unlink")
-        return f"look up fence of {rid}: present"
-    if pc == "p2.unlink":
-        gone = s.unlink_ledger(rid)
-        s.go("p2.unlock", flag=gone or local.flag)
-        return f"unlink ledger of {rid}" if gone else f"unlink ledger of {rid}: already gone"
-    if pc == "p2.unlock":
-        s.unlock(rid)
-        if local.index + 1 < len(second):
-            s.go("p2.lock", index=local.index + 1)
-        elif local.flag or not fence_first:
-            s.go("p2.sync")
-        else:
-            _end_retire(s, call)
-        return f"unlock stripe of {rid}"
-    _end_retire(s, call)  # p2.sync: one more directory sync if anything was unlinked (or fenced)
-    return "fsync directory"
-
-
-def _end_retire(s: _Stepper, call: RetireCall) -> None:
-    had = s.local.had
-    absent = tuple(i for i in call.rollout_ids if i not in had)
-    s.finish(model.Ok(model.Removal(had, absent)))  # R-RETIRE-1..2
-
-
-def _delete(s: _Stepper, call: DeleteCall) -> str | None:
-    ids, local, pc = call.rollout_ids, s.local, s.local.pc
-    if pc == "sync":
-        removed = local.had
-        s.finish(model.Ok(model.Removal(removed, tuple(i for i in ids if i not in removed))))  # R-DELETE-1..2
-        return "fsync directory"
-    rid = ids[local.index]
-    if pc in ("start", "lock"):
-        if not s.lock(rid):
-            return None
-        s.go("ledger")
-        return f"lock stripe of {rid}"
-    if pc == "ledger":
-        gone = s.unlink_ledger(rid)
-        s.go("fence", had=(*local.had, rid) if gone else local.had)
-        return f"unlink ledger of {rid}" if gone else f"unlink ledger of {rid}: absent"
-    if pc == "fence":
-        present = s.fence(rid)
-        s.set_fence(rid, False)
-        s.set_cache(rid, None)
-        s.go("unlock")
-        return f"unlink fence of {rid}" if present else f"unlink fence of {rid}: absent"
-    s.unlock(rid)
-    s.go("lock" if local.index + 1 < len(ids) else "sync", index=local.index + 1)
-    return f"unlock stripe of {rid}"

@@ -17,7 +17,8 @@ from capture_ledger.spec import model
 from capture_ledger.spec.explore import CONFIGURATIONS, explore, history_of, replay
 from capture_ledger.spec.history import Event, event_to_json
 from capture_ledger.spec.linearizability import Violation, check_history
-from capture_ledger.spec.steps import Guards, initial_state, successor
+from capture_ledger.spec.programs import successor
+from capture_ledger.spec.steps import Guards, initial_state
 
 
 def test_a_counterexample_prints_as_numbered_steps() -> None:

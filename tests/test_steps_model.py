@@ -12,6 +12,7 @@ import pytest
 from capture_ledger.spec import model
 from capture_ledger.spec.explore import explore
 from capture_ledger.spec.profiles import profile_settings
+from capture_ledger.spec.programs import successor
 from capture_ledger.spec.steps import (
     GUARD_NAMES,
     AdmitCall,
@@ -26,7 +27,6 @@ from capture_ledger.spec.steps import (
     State,
     initial_state,
     operation_of,
-    successor,
 )
 from hypothesis import given
 from hypothesis import strategies as st
