@@ -38,8 +38,21 @@ def register(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("--model", action="append", choices=sorted(MODELS), help="a persistence model")
-    parser.add_argument("--workload", action="append", choices=sorted(WORKLOADS), help="a workload")
-    parser.add_argument("--config", action="append", choices=sorted(CONFIGS), help="a store configuration")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=sorted(WORKLOADS),
+        metavar="NAME",
+        help=f"a workload (repeatable): {', '.join(WORKLOADS)}",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        choices=sorted(CONFIGS),
+        metavar="LABEL",
+        help="a store configuration (repeatable): 'default', 'fence_sync=file', 'fence_sync=syncfs', "
+        "'no <step>' for a StoreVariant field switched off, 'fence_sync=file, no <step>'",
+    )
     parser.add_argument("--report", type=Path, metavar="DIR", help="write report.md and SVG pictures here")
     parser.add_argument("--full", action="store_true", help="every configuration and workload")
     parser.add_argument("--budget", type=int, default=256, help="most images judged per crash point")

@@ -19,6 +19,7 @@ or coverage beyond the recorded schedule of each workload.
 from __future__ import annotations
 
 import html
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -125,6 +126,13 @@ WORKLOADS: dict[str, Workload] = {
             faults=(FaultAt(0, "sync_dir"),),
             note="a retire fails after writing its fence, before syncing it; the caller retries the batch: "
             "the sync when nothing was written",
+        ),
+        Workload(
+            name="retire-retry-fsync-eio",
+            ops=(Retire(["r1"]), Retire(["r1"])),
+            faults=(FaultAt(0, "fsync"),),
+            note="with fence_sync=file: the fence's fsync fails (EIO), or its process dies; the batch is "
+            "retried",
         ),
         Workload(
             name="delete-retry-eio",
@@ -412,6 +420,24 @@ def matrix_table(study: Study) -> str:
     return "\n".join(lines)
 
 
+def _per_workload(study: Study) -> list[str]:
+    """The default protocol and its fence_sync options, per workload (which workload breaks what)."""
+    configs = [c for c in ("default", "fence_sync=file", "fence_sync=syncfs") if c in study.configs]
+    if not configs:
+        return []
+    lines = [
+        "## The default protocol and its fence_sync options, per workload",
+        "",
+        "| configuration | workload | " + " | ".join(study.models) + " |",
+        "|---|---|" + "---|" * len(study.models),
+    ]
+    for cell in study.cells:
+        if cell.config in configs:
+            texts = [", ".join(sorted(e.clauses)) or e.verdict for e in cell.explorations]
+            lines.append(f"| {cell.config} | {cell.workload} | " + " | ".join(texts) + " |")
+    return [*lines, ""]
+
+
 def _describe(workload: Workload) -> str:
     parts = []
     if workload.setup:
@@ -454,6 +480,7 @@ def render_markdown(study: Study, *, pictures: Iterable[str] = ()) -> str:
         matrix_table(study),
         "",
         *(f"![{Path(p).stem}]({p})\n" for p in pictures),
+        *_per_workload(study),
         "## Workloads",
         "",
         "| workload | operations | note |",
@@ -474,14 +501,18 @@ def render_markdown(study: Study, *, pictures: Iterable[str] = ()) -> str:
     parts += [
         "## Figures per exploration",
         "",
+        "Schedule: whether the parked operation reached its pause point (`-` for sequential workloads; a "
+        "variant without the call it parks at runs sequentially).",
+        "",
         "| configuration | workload | model | crash points | images | space | verdict | violations | "
-        "images/s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "images/s | schedule |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in study.explorations():
+        schedule = "-" if e.paused is None else ("reached" if e.paused else "not reached")
         parts.append(
             f"| {e.config} | {e.workload} | {e.model} | {e.crash_points} | {e.images} | {e.space} | "
-            f"{e.verdict} | {e.violations} | {e.rate:.0f} |"
+            f"{e.verdict} | {e.violations} | {e.rate:.0f} | {schedule} |"
         )
     parts.append("")
     return "\n".join(parts)
@@ -650,7 +681,7 @@ def write_report(study: Study, directory: Path) -> Path:
         if example is None:
             continue
         cell = next(c for c in study.cells if c.config == config and c.workload == example.workload)
-        name = "timeline-" + config.replace(" ", "-").replace("=", "-") + ".svg"
+        name = "timeline-" + re.sub(r"[^A-Za-z0-9_]+", "-", config) + ".svg"
         (directory / name).write_text(timeline_svg(cell.recording, example), encoding="utf-8")
         pictures.append(name)
     report = directory / "report.md"

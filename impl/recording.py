@@ -333,7 +333,8 @@ def run_operation(store: FileLineageStore, op: Operation) -> object:
 # ---------------------------------------------------------------------------------------- recording
 @dataclass(frozen=True, slots=True)
 class Recording:
-    """One recorded run: the baseline, the trace, and whether the schedule's pause point was reached."""
+    """One recorded run: the baseline, the trace, and (for a scheduled workload) whether the schedule ran
+    as designed: the parked operation reached its pause point and the others finished meanwhile."""
 
     workload: Workload
     config: StoreConfig
@@ -356,6 +357,7 @@ class _Scheduler:
         self.seen = 0
         self.reached = threading.Event()
         self.release = threading.Event()
+        self.timed_out = False
 
     def before(self, call: str, name: str) -> None:
         if threading.current_thread().name != "paused-op" or call not in self.pause.calls:
@@ -363,8 +365,10 @@ class _Scheduler:
         self.seen += 1
         if self.seen == self.pause.occurrence:
             self.reached.set()
-            # Bounded: a variant whose run never lets the others finish must not hang the study.
-            self.release.wait(timeout=10)
+            # Bounded: if the others block (the parked thread holds a lock they need), the schedule is
+            # infeasible; the run goes on sequentially and the recording says so (``paused`` is False).
+            if not self.release.wait(timeout=5):
+                self.timed_out = True
 
 
 def record(workload: Workload, config: StoreConfig, directory: Path) -> Recording:
@@ -431,12 +435,13 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
             worker.start()
             while not scheduler.reached.wait(0.002) and worker.is_alive():
                 pass
-            paused = scheduler.reached.is_set()
+            reached = scheduler.reached.is_set()
             for index in range(len(workload.ops)):
                 if index != workload.pause.op:
                     run(index, main, "main")
             scheduler.release.set()
             worker.join(timeout=30)
+            paused = reached and not scheduler.timed_out
         return Recording(
             workload,
             config,

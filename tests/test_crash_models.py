@@ -6,9 +6,6 @@ that the models nest (journaled ⊆ weakest-posix ⊆ ext4-nojournal), and the c
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
 from capture_ledger.spec.durability import (
     MODELS,
     Baseline,
@@ -17,8 +14,8 @@ from capture_ledger.spec.durability import (
     Effect,
     Fsync,
     Span,
-    Syncfs,
     SyncDir,
+    Syncfs,
     Truncate,
     Unlink,
     Write,
@@ -36,6 +33,8 @@ from capture_ledger.spec.model import (
     Retire,
 )
 from capture_ledger.spec.profiles import load_profile
+from hypothesis import given
+from hypothesis import strategies as st
 
 load_profile()
 

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from capture_ledger.impl.crash import StoreConfig, observe_directory, run_operation
 from capture_ledger.impl.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
 from capture_ledger.impl.fs import OsFileSystem
@@ -144,3 +145,32 @@ def test_faults_surface_and_retries_converge() -> None:
     FaultMachine.injected_total = 0
     run_state_machine_as_test(FaultMachine)
     assert FaultMachine.injected_total >= 20  # the faults really fired (a count, not a time)
+
+
+def test_fault_moments(tmp_path: Path) -> None:
+    """``before`` changes nothing, ``after`` takes effect then raises, ``partial`` writes half a write."""
+    inner = OsFileSystem(tmp_path, stripes=1)
+    plans = {
+        "before": Planned("create_file", 1, Fault(errno.ENOSPC, "before")),
+        "after": Planned("create_file", 1, Fault(errno.EIO, "after")),
+    }
+    for when, plan in plans.items():
+        faulty = FaultyFileSystem(inner, plan=plan)
+        try:
+            faulty.create_file(f"{when}.lineage.retired")
+        except InjectedFaultError as error:
+            assert error.call == "create_file" and error.errno in (errno.EIO, errno.ENOSPC)
+        else:
+            raise AssertionError("not injected")
+    assert inner.stat("before.lineage.retired") is None
+    assert inner.stat("after.lineage.retired") is not None
+    faulty = FaultyFileSystem(inner, plan=Planned("write", 1, Fault(errno.ENOSPC, "partial")))
+    fd = faulty.open_append("r.lineage.jsonl", create=True)
+    assert fd is not None
+    with pytest.raises(InjectedFaultError):
+        faulty.write(fd, b"0123456789\n")
+    faulty.close(fd)
+    got = inner.read("r.lineage.jsonl", 0)
+    assert got is not None and got[1] == b"01234"
+    assert faulty.injected == 1
+    inner.close_all()

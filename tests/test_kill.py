@@ -11,6 +11,10 @@ fresh store and checks:
 - the public API reads what the files hold (R-STATE-3);
 - ``check()`` reports nothing but what a crash may leave (torn last lines, interrupted retires, R-STORE-8).
 
+A second test kills deterministically: a retire, before each of its seam calls in turn (the child kills
+itself from ``FaultyFileSystem``'s plan hook), on a fresh copy of one directory each time; the production
+store keeps the contract at every point, and the variant that unlinks before fencing is caught.
+
 A killed process keeps the kernel's page cache, so this tests the store's own ordering and recovery (torn
 tails, fenced ledgers left by an interrupted retire, resuming on them), not the disk's persistence model;
 ``crash`` explores that.
@@ -21,12 +25,16 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.crash import StoreConfig, observe_directory
+from capture_ledger.impl.faults import FaultyFileSystem
+from capture_ledger.impl.fs import OsFileSystem
+from capture_ledger.impl.ordering import StoreVariant
 from capture_ledger.impl.store import FileLineageStore
 from capture_ledger.spec.durability import Span, allowed_states, broken_clauses
 from capture_ledger.spec.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
@@ -143,3 +151,68 @@ def test_sigkill_mid_operation_keeps_the_contract(tmp_path: Path) -> None:
     # The kills landed where they matter: many operations returned, and some kills hit one in flight.
     assert returned >= KILLS
     assert in_flight >= KILLS // 3
+
+
+def kill_at(step: int, directory: Path, variant: StoreVariant) -> bool:
+    """Fork a child that retires ``RETIRED_BATCH`` and SIGKILLs itself just before its ``step``-th seam
+    call (through ``FaultyFileSystem``'s plan hook); whether it was killed (else it returned)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child ends by SIGKILL or os._exit
+        code = 0
+        try:
+            calls = 0
+
+            def plan(call: str, name: str) -> None:
+                nonlocal calls
+                calls += 1
+                if calls == step:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            inner = OsFileSystem(directory)
+            store = FileLineageStore(directory, fs=FaultyFileSystem(inner, plan=plan), variant=variant)
+            store.retire(list(RETIRED_BATCH))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return True
+    assert os.WEXITSTATUS(status) == 0
+    return False
+
+
+RETIRED_BATCH = ("r0", "r1", "r2")
+
+
+def violations_at_every_call(tmp_path: Path, variant: StoreVariant) -> tuple[int, list[str]]:
+    """Kill a retire at each of its seam calls in turn, on a fresh copy of the same directory; judge."""
+    template = tmp_path / "template"
+    with FileLineageStore(template) as store:
+        store.record("r0", {"model_call_id": "a"})
+        store.record("r1", {"model_call_id": "b"})
+    initial = observe_directory(template, RETIRED_BATCH, config=StoreConfig(stripes=64))
+    found: list[str] = []
+    for step in range(1, 100):
+        directory = tmp_path / f"kill-{step}"
+        shutil.copytree(template, directory)
+        killed = kill_at(step, directory, variant)
+        observation = observe_directory(directory, RETIRED_BATCH, config=StoreConfig(stripes=64))
+        assert observation.mismatches == () and observation.findings == ()
+        history = [Span(Retire(list(RETIRED_BATCH)), not killed)]
+        for rollout_id in RETIRED_BATCH:
+            state = observation.state(rollout_id)
+            if state not in allowed_states(history, rollout_id, initial=initial.state(rollout_id)):
+                found.append(f"killed before call {step}: {rollout_id} read {state!r}")
+        if not killed:
+            return step - 1, found
+    raise AssertionError("the retire never finished")
+
+
+def test_sigkill_at_every_seam_call_of_a_retire(tmp_path: Path) -> None:
+    """Deterministic kills: before each seam call of a retire in turn. The production store keeps the
+    contract at every one; the variant that unlinks before fencing is caught (R-CRASH-4)."""
+    kills, found = violations_at_every_call(tmp_path / "default", StoreVariant())
+    assert kills >= 8 and found == []
+    _, broken = violations_at_every_call(tmp_path / "broken", StoreVariant(fence_before_unlink=False))
+    assert broken, "a retire that unlinks before fencing must be caught"
