@@ -47,14 +47,12 @@ from capture_ledger.impl.recording import (
 )
 from capture_ledger.impl.store import FileLineageStore
 from capture_ledger.spec.abstraction import abstract
+from capture_ledger.spec.crash_contract import Span, allowed_states, broken_clauses
 from capture_ledger.spec.durability import (
     MODELS,
     DiskImage,
     Effect,
     PersistenceModel,
-    Span,
-    allowed_states,
-    broken_clauses,
     describe_effect,
 )
 from capture_ledger.spec.errors import RolloutRetiredError

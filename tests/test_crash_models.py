@@ -6,6 +6,7 @@ that the models nest (journaled ⊆ weakest-posix ⊆ ext4-nojournal), and the c
 
 from __future__ import annotations
 
+from capture_ledger.spec.crash_contract import Span, allowed_states, broken_clauses
 from capture_ledger.spec.durability import (
     MODELS,
     Baseline,
@@ -13,14 +14,11 @@ from capture_ledger.spec.durability import (
     DiskImage,
     Effect,
     Fsync,
-    Span,
     SyncDir,
     Syncfs,
     Truncate,
     Unlink,
     Write,
-    allowed_states,
-    broken_clauses,
     space,
 )
 from capture_ledger.spec.model import (

@@ -24,7 +24,7 @@ from capture_ledger.impl.crash import StoreConfig, observe_directory, run_operat
 from capture_ledger.impl.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
 from capture_ledger.impl.fs import OsFileSystem
 from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.durability import Span, allowed_states, touches
+from capture_ledger.spec.crash_contract import Span, allowed_states, touches
 from capture_ledger.spec.model import (
     RETIRED,
     Delete,

@@ -36,7 +36,7 @@ from capture_ledger.impl.faults import FaultyFileSystem
 from capture_ledger.impl.fs import OsFileSystem
 from capture_ledger.impl.ordering import StoreVariant
 from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.durability import Span, allowed_states, broken_clauses
+from capture_ledger.spec.crash_contract import Span, allowed_states, broken_clauses
 from capture_ledger.spec.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
 
 KILLS = 30
