@@ -127,6 +127,7 @@ class OsFileSystem:
         self.stripes = stripes
         self._dir_fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         self._thread_locks = [threading.Lock() for _ in range(stripes)]
+        self._noatime = getattr(os, "O_NOATIME", 0)
         self._lock_fds: list[int] = []
         created = False
         for stripe in range(stripes):
@@ -165,10 +166,18 @@ class OsFileSystem:
         return FileStat(st.st_ino, st.st_size)
 
     def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        # O_NOATIME: a read must not dirty the inode (relatime updates atime on the first read after a
+        # write), which would make the next fsync or unlink of the file write it back; refused (EPERM)
+        # for files we do not own, then read without it.
         try:
-            fd = os.open(name, os.O_RDONLY, dir_fd=self._dir_fd)
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | self._noatime, dir_fd=self._dir_fd)
         except FileNotFoundError:
             return None
+        except PermissionError:
+            if not self._noatime:
+                raise
+            self._noatime = 0
+            return self.read(name, offset)
         try:
             st = os.fstat(fd)
             chunks: list[bytes] = []

@@ -28,7 +28,7 @@ from typing import Any
 
 from capture_ledger.impl import ordering
 from capture_ledger.impl.cache import CachedLedger, LedgerCache
-from capture_ledger.impl.fs import FileSystem, OsFileSystem
+from capture_ledger.impl.fs import FileStat, FileSystem, OsFileSystem
 from capture_ledger.impl.lines import decode, encode, fence_name, ledger_name
 from capture_ledger.impl.locks import RolloutSlot, rollout_slot
 from capture_ledger.impl.ordering import FENCE_SYNCS, FenceSync, StoreVariant
@@ -115,6 +115,7 @@ class FileLineageStore:
     ) -> None:
         if fence_sync not in FENCE_SYNCS:
             raise ValueError(f"fence_sync must be one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}")
+        self._cache = LedgerCache(max_rollouts=cache_rollouts, max_rows=cache_rows)  # validates first
         self.directory = pathlib.Path(directory)
         self._owned: OsFileSystem | None = None
         if fs is None:
@@ -124,7 +125,6 @@ class FileLineageStore:
         self._stripes = fs.stripes
         self._variant = variant
         self._fence_sync: FenceSync = fence_sync
-        self._cache = LedgerCache(max_rollouts=cache_rollouts, max_rows=cache_rows)
         self._counts_lock = threading.Lock()
         self._counts = dict.fromkeys(_OPERATIONS, 0)
         self._fences_written = 0
@@ -302,7 +302,7 @@ class FileLineageStore:
         finally:
             fs.unlock(stripe)
 
-    def _load(self, rollout_id: str, generation: int, *, known: Any) -> CachedLedger | None:
+    def _load(self, rollout_id: str, generation: int, *, known: FileStat | None) -> CachedLedger | None:
         """Under the lock: the ledger's current entries, from the cache and the new tail only.
 
         ``known`` is the ledger's ``FileStat`` when the caller already has it open. Returns ``None`` when
@@ -370,15 +370,12 @@ class FileLineageStore:
         return {"removed": outcome.removed, "absent": outcome.absent}
 
     def _probe(self, rollout_id: str) -> tuple[bool, bool]:
-        stripe, slot = rollout_slot(rollout_id, self._stripes)
-        generation = self._fs.generation(stripe, slot)
         cached = self._cache.get(rollout_id)
-        if (
-            cached is not None
-            and cached.entries
-            and (cached.generation == generation or not self._variant.cache_coherence)
-        ):
-            return True, True  # rows vanish only by a removal, which bumps the generation
+        if cached is not None and cached.entries:
+            if not self._variant.cache_coherence:
+                return True, True
+            if cached.generation == self._fs.generation(*rollout_slot(rollout_id, self._stripes)):
+                return True, True  # rows vanish only by a removal, which bumps the generation
         # Uncached: a removal needs to know only whether a complete line exists, not to parse them all
         # (a corrupt ledger is removed like any other; reads are what report corruption).
         got = self._fs.read(ledger_name(rollout_id), 0)

@@ -3,18 +3,20 @@
 
 Counts, never times. The wrapper records every ``FileSystem`` call with its file name, and the store runs
 on real files with real fsyncs underneath. Variants with one step switched off show that each assertion
-catches the step's absence.
+catches the step's absence. Two races are placed deterministically through the seam (another handle acts
+between retire's phases, or right after its first unlink): R-CONC-3 needs the fence re-check, R-CONC-2 the
+fence-before-unlink order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from capture_ledger.impl.consistency import check, read_snapshot
 from capture_ledger.impl.fs import FileStat, OsFileSystem, lock_file_name
-from capture_ledger.impl.ordering import StoreVariant
+from capture_ledger.impl.ordering import FenceSync, StoreVariant
 from capture_ledger.impl.store import FileLineageStore
 
 
@@ -218,6 +220,30 @@ def test_a_retire_that_removes_syncs_before_the_first_unlink_and_after_the_last(
         assert checked == [f"{rollout_id}.lineage.retired" for rollout_id in ids]
 
 
+@pytest.mark.parametrize(
+    ("fence_sync", "expected"),
+    [
+        ("directory", ["create_file", "create_file", "sync_dir", "unlink", "sync_dir"]),
+        ("file", ["create_file", "fsync", "create_file", "fsync", "sync_dir", "unlink", "sync_dir"]),
+        ("syncfs", ["create_file", "create_file", "syncfs", "unlink", "sync_dir"]),
+    ],
+)
+def test_fence_sync_options_order_the_fence_durability_steps(
+    fs: CountingFileSystem, fence_sync: FenceSync, expected: list[str]
+) -> None:
+    store = FileLineageStore(fs.inner.directory, fs=fs, fence_sync=fence_sync)
+    store.record("a", _row("m0"))
+    fs.calls.clear()
+    store.retire(["a", "b"])
+    steps = ("create_file", "fsync", "sync_dir", "syncfs", "unlink")
+    assert [m for m in fs.methods() if m in steps] == expected
+
+
+def test_an_unknown_fence_sync_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="fence_sync"):
+        FileLineageStore(tmp_path, fence_sync="sometimes")  # type: ignore[arg-type]
+
+
 def test_delete_syncs_once_per_non_empty_batch_and_leaves_only_lock_files(fs: CountingFileSystem) -> None:
     store = _store(fs)
     for rollout_id in ("a", "b", "c"):
@@ -346,3 +372,62 @@ def test_removal_drops_the_entry_in_the_removing_handle(fs: CountingFileSystem) 
     assert store.statistics().cached_rollouts == 1
     store.delete(["b"])
     assert store.statistics().cached_rollouts == 0
+
+
+# ------------------------------------------------------- races placed deterministically through the seam
+class HookedFileSystem(CountingFileSystem):
+    """Runs ``hook`` once, at the first ``unlock`` after a call of ``after``: no lock of ours is held then."""
+
+    def __init__(self, inner: OsFileSystem, after: str, hook: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.after = after
+        self.hook: Callable[[], None] | None = hook
+
+    def unlock(self, stripe: int) -> None:
+        super().unlock(stripe)
+        if self.hook is not None and self.after in self.methods():
+            hook, self.hook = self.hook, None
+            hook()
+
+    def sync_dir(self) -> None:
+        super().sync_dir()
+        if self.hook is not None and self.after == "sync_dir":
+            hook, self.hook = self.hook, None
+            hook()
+
+
+@pytest.mark.parametrize("recheck", [True, False])
+def test_a_write_after_a_delete_is_never_removed_by_an_older_retire(tmp_path: Path, recheck: bool) -> None:
+    other = FileLineageStore(tmp_path, stripes=STRIPES)
+    other.record("r", _row("old"))
+
+    def delete_and_reuse() -> None:  # between retire's phase 1 and phase 2
+        other.delete(["r"])
+        other.record("r", _row("new"))
+
+    inner = OsFileSystem(tmp_path, stripes=STRIPES)
+    hooked = HookedFileSystem(inner, "sync_dir", delete_and_reuse)
+    store = FileLineageStore(tmp_path, fs=hooked, variant=StoreVariant(recheck_fence=recheck))
+    assert store.retire(["r"]) == {"removed": ["r"], "absent": []}
+    survivors = [r["model_call_id"] for r in other.manifest("r")["records"]]
+    # R-CONC-3: the re-check under the lock sees the fence gone and keeps the new attempt's ledger; the
+    # broken variant removes a write that was acknowledged after the delete.
+    assert survivors == (["new"] if recheck else [])
+    inner.close_all()
+    other.close()
+
+
+@pytest.mark.parametrize("fence_first", [True, False])
+def test_no_ledger_is_re_created_after_its_retire_returned(tmp_path: Path, fence_first: bool) -> None:
+    other = FileLineageStore(tmp_path, stripes=STRIPES)
+    other.record("r", _row("m0"))
+    late = {"model_call_id": "late", "staging_key": "r/late"}
+    inner = OsFileSystem(tmp_path, stripes=STRIPES)
+    # A late write lands right after retire's first unlink and its unlock.
+    hooked = HookedFileSystem(inner, "unlink", lambda: other.record("r", late))
+    store = FileLineageStore(tmp_path, fs=hooked, variant=StoreVariant(fence_before_unlink=fence_first))
+    store.retire(["r"])
+    # R-CONC-2: after retire returned, the ledger exists only if the broken order let the write re-create it.
+    assert (tmp_path / "r.lineage.jsonl").exists() is (not fence_first)
+    inner.close_all()
+    other.close()

@@ -181,3 +181,33 @@ def test_writers_racing_retire_and_delete_never_recreate_a_retired_ledger(tmp_pa
         assert present <= {a[1] for a in mine if a[3] > report["retired_at"]}
         assert {a[1] for a in mine if a[2] > report["deleted_at"]} <= present
     fresh.close()
+
+
+def test_threads_sharing_handles_lose_no_row(tmp_path: Path) -> None:
+    import threading
+
+    handles = [FileLineageStore(tmp_path, stripes=2, cache_rollouts=4) for _ in range(2)]
+    ids = ["t0", "t1", "t2"]
+
+    def work(worker: int) -> None:
+        store = handles[worker % 2]
+        for n in range(40):
+            store.record(ids[n % 3], {"model_call_id": f"w{worker}-{n}"})
+            if n % 10 == 9:
+                store.manifest(ids[(n + worker) % 3])
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for rollout_id in ids:
+        calls = [r["model_call_id"] for r in handles[0].manifest(rollout_id)["records"]]
+        assert sorted(calls) == sorted(
+            f"w{w}-{n}" for w in range(4) for n in range(40) if n % 3 == ids.index(rollout_id)
+        )
+        for worker in range(4):  # each thread's rows in its own order
+            mine = [c for c in calls if c.startswith(f"w{worker}-")]
+            assert mine == sorted(mine, key=lambda c: int(c.split("-")[1]))
+    for store in handles:
+        store.close()
