@@ -133,6 +133,19 @@ def append_line(
         fs.sync_dir()
 
 
+def confirm_existing(fs: FileSystem, fd: int, *, variant: StoreVariant) -> None:
+    """Make an identical row that is already in the ledger durable before its re-record returns (R-CRASH-1).
+
+    The earlier write of the row may have come from a call that failed or died before its fsync or its
+    directory sync; a retry that returned without syncing would acknowledge a row a crash can still lose
+    (found by the crash explorer, docs/crash.md). Costs nothing on the usual path: only re-records pay it.
+    """
+    if variant.fsync_appends:
+        fs.fsync(fd)
+    if variant.sync_dir_on_create:
+        fs.sync_dir()
+
+
 def create_ledger(fs: FileSystem, name: str, line: bytes, *, variant: StoreVariant) -> FileStat:
     """Create ledger ``name`` holding ``line``, durable with its directory entry (R-STORE-3).
 
@@ -165,6 +178,15 @@ def _sync_fences(fs: FileSystem, fence_sync: FenceSync) -> None:
 def _fence(fs: FileSystem, rollout_id: str, fence_sync: FenceSync) -> bool:
     fd = fs.create_file(fence_name(rollout_id))
     if fd is None:
+        if fence_sync == "file":
+            # An earlier retire that failed or died may have created this fence without its fsync; on a
+            # file system without a journal it is not durable until someone syncs it (docs/crash.md).
+            existing = fs.open_append(fence_name(rollout_id), create=False)
+            if existing is not None:
+                try:
+                    fs.fsync(existing)
+                finally:
+                    fs.close(existing)
         return False
     try:
         if fence_sync == "file":

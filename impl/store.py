@@ -225,6 +225,7 @@ class FileLineageStore:
                     self._cache.put(rollout_id, loaded)
                     return
                 if _already_there(loaded, entry, rollout_id):
+                    ordering.confirm_existing(fs, fd, variant=self._variant)
                     self._cache.put(rollout_id, loaded)
                     return
                 torn_end = loaded.end if stat.size > loaded.end else None

@@ -155,22 +155,12 @@ def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
         ET.parse(tmp_path / picture)  # well-formed SVG
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known store gap (docs/crash.md): an identical re-record after a failed sync returns Ok "
-    "(R-WRITE-3) without making the ledger durable; needs a barrier in FileLineageStore._write",
-)
 def test_retried_record_after_failed_sync_is_durable(tmp_path: Path) -> None:
     """The first record's directory sync fails (EIO); the caller retries; the retry must be durable."""
     recording = record(WORKLOADS["record-retry-eio"], StoreConfig(), tmp_path)
     assert explore(recording, "journaled").verdict == "ok"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known store gap (docs/crash.md): with fence_sync='file' a retried retire that finds an unsynced "
-    "fence (left by a failed or crashed retire) does not fsync it; needs ordering._fence to fsync it",
-)
 def test_file_fence_sync_covers_fences_it_did_not_write(tmp_path: Path) -> None:
     """Under ext4-nojournal a fence must be fsynced before the retire returns, whoever created it."""
     config = StoreConfig(label="file", fence_sync="file")

@@ -26,6 +26,32 @@ EXPECTED = {
         "validate_rollout_ids",
     },
     "capture_ledger.reference": {"ReferenceLedger", "open_reference_ledger"},
+    "capture_ledger.impl": {
+        "AsyncRolloutControlClient",
+        "ControlPlaneError",
+        "ControlPlaneTimeoutError",
+        "ControlPlaneUnavailableError",
+        "CorruptLedgerError",
+        "FenceSync",
+        "FileLineageStore",
+        "FileSystem",
+        "Finding",
+        "LedgerMetrics",
+        "OperationCounts",
+        "OsFileSystem",
+        "RequestRejectedError",
+        "RetryPolicy",
+        "RolloutControlClient",
+        "ServerError",
+        "StoreStatistics",
+        "StoreVariant",
+        "UnauthorizedError",
+        "UnexpectedResponseError",
+        "check",
+        "create_app",
+        "open_file_store",
+        "read_snapshot",
+    },
 }
 
 
@@ -42,3 +68,22 @@ def test_pinned_values() -> None:
 
     assert MAX_ROLLOUT_ID_LENGTH == 200 and MAX_LEDGER_BATCH == 4096
     assert not issubclass(RolloutRetiredError, ValueError)
+
+
+def test_the_store_does_not_import_the_http_stack() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from capture_ledger.impl import FileLineageStore; "
+        "print(sorted(m for m in ('fastapi', 'uvicorn', 'httpx') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_client_errors_are_ledger_errors() -> None:
+    from capture_ledger.impl import ControlPlaneError
+    from capture_ledger.spec import CaptureLedgerError
+
+    assert issubclass(ControlPlaneError, CaptureLedgerError)
