@@ -199,6 +199,17 @@ class FileLineageStore:
         self._write(rollout_id, entry, None)
 
     def _write(self, rollout_id: str, entry: Entry, key: str | None) -> None:
+        if self._write_locked(rollout_id, entry):
+            # Logged after the stripe is released: a slow or blocked log handler (a full pipe, a remote
+            # sink) must never stall the other writers and the retires of that stripe (R-WRITE-5).
+            logger.warning(
+                "discarded a late write to retired rollout %s (staging key %s)",
+                rollout_id,
+                key if key is not None else "none",
+            )
+
+    def _write_locked(self, rollout_id: str, entry: Entry) -> bool:
+        """Apply one write under the rollout's lock; ``True`` when a fence discarded it (R-WRITE-4)."""
         fs = self._fs
         stripe, slot = rollout_slot(rollout_id, self._stripes)
         name = ledger_name(rollout_id)
@@ -209,25 +220,25 @@ class FileLineageStore:
             fd = fs.open_append(name, create=False)
             if fd is None:
                 # No ledger, so no rows: the one case in which a write looks for the fence (R-WRITE-6).
-                if self._fenced_for_write(rollout_id, key):
-                    return
+                if self._fenced_for_write(rollout_id):
+                    return True
                 stat = ordering.create_ledger(fs, name, line, variant=self._variant)
                 cached = CachedLedger(inode=stat.inode, end=stat.size, generation=generation)
                 cached.extend([entry])
                 self._cache.put(rollout_id, cached)
-                return
+                return False
             try:
                 stat = fs.fstat(fd)
                 loaded = self._load(rollout_id, generation, known=stat)
                 if loaded is None:  # pragma: no cover - the file is open and we hold the lock
                     raise FileNotFoundError(name)
-                if not loaded.entries and self._fenced_for_write(rollout_id, key):
+                if not loaded.entries and self._fenced_for_write(rollout_id):
                     self._cache.put(rollout_id, loaded)
-                    return
+                    return True
                 if _already_there(loaded, entry, rollout_id):
                     ordering.confirm_existing(fs, fd, variant=self._variant)
                     self._cache.put(rollout_id, loaded)
-                    return
+                    return False
                 torn_end = loaded.end if stat.size > loaded.end else None
                 ordering.append_line(
                     fs, fd, line, torn_end=torn_end, first_row=not loaded.entries, variant=self._variant
@@ -237,18 +248,14 @@ class FileLineageStore:
             loaded.end += len(line)
             loaded.extend([entry])
             self._cache.put(rollout_id, loaded)
+            return False
         finally:
             fs.unlock(stripe)
 
-    def _fenced_for_write(self, rollout_id: str, key: str | None) -> bool:
-        """Whether a write to a rollout without rows is discarded; logs the warning (R-WRITE-4..5)."""
+    def _fenced_for_write(self, rollout_id: str) -> bool:
+        """Whether a write to a rollout without rows is discarded by a fence (R-WRITE-4, R-WRITE-6)."""
         if not self._variant.fence_lookup_on_write or self._fs.stat(fence_name(rollout_id)) is None:
             return False
-        logger.warning(
-            "discarded a late write to retired rollout %s (staging key %s)",
-            rollout_id,
-            key if key is not None else "none",
-        )
         with self._counts_lock:
             self._discarded += 1
         return True

@@ -30,8 +30,11 @@ IDS = [f"roll-{i:03d}.a" for i in range(200)]
 
 def _run(script: str, *args: str, seed: str = "0") -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONHASHSEED=seed)
+    # Silence the discarded-write warnings: a writer logs thousands of them, and an undrained stderr pipe
+    # would fill and block it. Errors still reach stderr through the traceback.
+    code = "import logging; logging.getLogger('capture_ledger').setLevel(logging.ERROR)\n"
     return subprocess.Popen(
-        [PYTHON, "-c", textwrap.dedent(script), *args],
+        [PYTHON, "-c", code + textwrap.dedent(script), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
