@@ -1,0 +1,164 @@
+"""The conformance kit rejects every deliberately broken ledger (SPEC.md §Conformance, R-KIT-1..6).
+
+Tests the tests: each mutant of ``capture_ledger.reference.mutants`` breaks one requirement, and the kit
+must raise ``AssertionError`` with a runnable counterexample. The correct ``ReferenceLedger``, its async
+wrapper (R-KIT-5) and a shared multi-handle reference (R-KIT-4) must pass under the same settings.
+
+Two tiers, because Hypothesis spends most of its time *shrinking* (hundreds of examples per mutant):
+- CI: every mutant is *caught* (search without the shrink phase), and a few representative mutants are
+  shrunk to a counterexample of at most ``MAX_STEPS`` steps which is then replayed.
+- ``slow``: every mutant is shrunk and its counterexample length checked and replayed
+  (``CAPTURE_LEDGER_PROFILE=ci python -m pytest tests/test_mutants.py -m slow``; the figures are in
+  docs/mutants.md, printed by ``benchmarks/mutant_report.py``).
+Settings are fixed (derandomized, no database, no deadline), so a run is the same run everywhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from capture_ledger.reference.mutants import (
+    MUTANTS,
+    Mutant,
+    open_async_reference,
+    open_reference,
+    open_shared_reference,
+)
+from capture_ledger.spec.conformance import LedgerFactory, check_ledger, conformance_machine, count_steps
+from capture_ledger.spec.profiles import PROFILES
+from hypothesis import Phase, settings
+
+#: The search: deterministic, deep enough (25 steps) to reach a retire followed by a late write.
+SEARCH = settings(
+    PROFILES["ci"],
+    max_examples=200,
+    stateful_step_count=25,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    # One bug at a time: with several, Hypothesis raises an ExceptionGroup whose steps the kit's report
+    # does not collect, and shrinks each bug separately (several times the cost).
+    report_multiple_bugs=False,
+)
+#: The same search without shrinking: enough to show a mutant is caught.
+SEARCH_NO_SHRINK = settings(SEARCH, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+#: The correct ledgers run the CI profile's example count: they pass, so every example runs in full.
+CONTROL = settings(SEARCH, max_examples=60)
+
+#: The longest shrunk counterexample we accept: every mutant is one idea, a few steps from the start.
+MAX_STEPS = 8
+
+#: Shrunk in CI (shrinking costs ~300 examples for most mutants): a batch bug, and the headline write bug.
+SHRUNK_IN_CI = ("duplicates_reported_twice", "late_write_recreates")
+
+
+def _params(names: list[str]) -> list[Any]:
+    return [pytest.param(name, id=name) for name in names]
+
+
+def _rejection(mutant: Mutant, search: settings) -> str:
+    """The kit's message for ``mutant``; fails the test when the kit passes it."""
+    with pytest.raises(AssertionError) as caught:
+        check_ledger(mutant.factory, handles=mutant.handles, settings=search)
+    return str(caught.value)
+
+
+def _replay(factory: LedgerFactory, *, handles: int, message: str) -> None:
+    """Run the counterexample printed in ``message`` as a program; it must fail again (R-KIT-6)."""
+    program = message.split("LedgerConformance = conformance_machine(open_ledger, handles=")[1]
+    steps = program.split("\n", 1)[1]
+    namespace: dict[str, Any] = {"LedgerConformance": conformance_machine(factory, handles=handles)}
+    with pytest.raises(AssertionError):
+        exec(steps, namespace)
+
+
+def _check_shrunk(name: str, record_property: Callable[[str, object], None]) -> None:
+    mutant = MUTANTS[name]
+    message = _rejection(mutant, SEARCH)
+    steps = count_steps(message)
+    record_property("counterexample_steps", steps)
+    assert 1 <= steps <= MAX_STEPS, message
+    _replay(mutant.factory, handles=mutant.handles, message=message)
+
+
+def test_late_write_counterexample_runs_when_printed_whole() -> None:
+    """R-KIT-6 on a fixed failing program: ``retire(['a'])`` then a late ``record`` of a row."""
+    machine = conformance_machine(MUTANTS["late_write_recreates"].factory)
+    state: Any = machine()
+    try:
+        rollout = state.first_rollout(rollout_id="a")
+        state.retire(handle=0, rollout_ids=[rollout])
+        with pytest.raises(AssertionError, match="R-WRITE-5"):
+            state.record(handle=0, rollout_id=rollout, row={"model_call_id": "m0"})
+    finally:
+        state.teardown()
+
+
+# ---------------------------------------------------------------------------------- the registry
+def test_registry_has_a_dozen_one_idea_mutants() -> None:
+    assert len(MUTANTS) >= 12
+    for name, mutant in MUTANTS.items():
+        assert mutant.name == name
+        assert mutant.requirement.startswith("R-")
+        assert mutant.description and "\n" not in mutant.description
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_each_mutant_is_a_verify_target(name: str) -> None:
+    """``capture-ledger verify <target>`` resolves ``module:callable`` to the mutant's factory."""
+    mutant = MUTANTS[name]
+    module, _, attribute = mutant.target.partition(":")
+    assert getattr(importlib.import_module(module), attribute) is mutant.factory
+    assert attribute == f"open_{name}"
+
+
+def test_each_mutant_names_its_requirement_in_a_docstring() -> None:
+    for mutant in MUTANTS.values():
+        ledger = mutant.factory(Path("unused"))  # the reference and its mutants ignore the workspace
+        doc = f"{mutant.factory.__doc__} {type(ledger).__doc__}"
+        assert mutant.requirement in doc, (mutant.name, doc)
+
+
+# ---------------------------------------------------------------------------------- the controls
+def test_reference_ledger_passes() -> None:
+    check_ledger(open_reference, settings=CONTROL)
+
+
+def test_async_reference_passes() -> None:
+    """Coroutine methods are awaited (R-KIT-5): the correct async wrapper passes."""
+    check_ledger(open_async_reference, settings=CONTROL)
+
+
+def test_shared_reference_passes_with_two_handles() -> None:
+    """The control of ``handles_not_shared``: handles on one workspace sharing one ledger pass."""
+    check_ledger(open_shared_reference, handles=2, settings=CONTROL)
+
+
+# ---------------------------------------------------------------------------------- the mutants
+@pytest.mark.parametrize("name", _params(sorted(MUTANTS)))
+def test_kit_catches_mutant(name: str) -> None:
+    """Every mutant fails the kit with a counterexample that names the factory."""
+    mutant = MUTANTS[name]
+    message = _rejection(mutant, SEARCH_NO_SHRINK)
+    assert f"open_{name}" in message
+    assert count_steps(message) >= 1, message
+
+
+@pytest.mark.parametrize("name", _params(list(SHRUNK_IN_CI)))
+def test_representative_counterexamples_shrink_and_replay(
+    name: str, record_property: Callable[[str, object], None]
+) -> None:
+    _check_shrunk(name, record_property)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _params(sorted(MUTANTS)))
+def test_every_counterexample_shrinks_and_replays(
+    name: str, record_property: Callable[[str, object], None]
+) -> None:
+    """The figures of docs/mutants.md: each shrunk counterexample has 1..MAX_STEPS steps and replays."""
+    _check_shrunk(name, record_property)
