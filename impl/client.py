@@ -27,6 +27,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
+from capture_ledger.impl.auth import validate_bearer_token
 from capture_ledger.impl.batching import batch_limit, check_removal, merge_removals, plan_removal
 from capture_ledger.impl.server import PREFIX
 from capture_ledger.spec.errors import CaptureLedgerError, InvalidRolloutIdError, RolloutRetiredError
@@ -197,8 +198,7 @@ def _removal_of(batch: Sequence[str], payload: Any) -> RolloutRemoval:
 
 
 def _settings(base_url: str, auth_token: str, timeout: float) -> tuple[str, dict[str, str], httpx.Timeout]:
-    if not isinstance(auth_token, str) or not auth_token:
-        raise ValueError("auth_token must be the server's bearer token, a non-empty string")
+    validate_bearer_token(auth_token)
     if timeout <= 0:
         raise ValueError(f"timeout must be positive, got {timeout}")
     root = base_url.rstrip("/") + PREFIX

@@ -37,6 +37,7 @@ from typing import Any
 
 from capture_ledger.impl.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.histories import HistoryRecorder
+from capture_ledger.impl.lines import fence_name, ledger_name
 from capture_ledger.impl.scheduling import (
     ChoiceSchedule,
     Controller,
@@ -173,8 +174,8 @@ def _conc2(trace: Sequence[TraceStep], fs: FileSystem) -> str | None:
         for rollout_id in _ids(retire):
             if any(rollout_id in _ids(d) and (r is None or r > start) for _, r, d in deletes):
                 continue
-            if fs.stat(f"{rollout_id}.lineage.jsonl") is not None:
-                return f"R-CONC-2: {rollout_id}.lineage.jsonl exists after retire([{rollout_id!r}]) returned"
+            if fs.stat(ledger_name(rollout_id)) is not None:
+                return f"R-CONC-2: {ledger_name(rollout_id)} exists after retire([{rollout_id!r}]) returned"
     return None
 
 
@@ -212,8 +213,8 @@ def _conc3(trace: Sequence[TraceStep]) -> str | None:
         if not isinstance(retire, Retire):
             continue
         for rollout_id in _ids(retire):
-            ledger = f"{rollout_id}.lineage.jsonl"
-            fenced = [p for p, t in steps("create_file", f"{rollout_id}.lineage.retired") if t == r_thread]
+            ledger = ledger_name(rollout_id)
+            fenced = [p for p, t in steps("create_file", fence_name(rollout_id)) if t == r_thread]
             fenced = [p for p in fenced if r_start < p < r_end]
             if not fenced:
                 continue

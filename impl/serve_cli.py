@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from capture_ledger.impl.auth import validate_bearer_token
 from capture_ledger.impl.client import ControlPlaneError, RolloutControlClient
 from capture_ledger.impl.server import create_app
 from capture_ledger.impl.serving import TOKEN_ENV
@@ -80,9 +81,10 @@ def read_token(token_file: str | None) -> str:
             f"no bearer token: set ${TOKEN_ENV} or pass --token-file FILE "
             "(a token is never taken from the command line, where other users can read it)"
         )
-    if any(c.isspace() for c in token):
-        raise _UsageError(f"the token from {source} contains whitespace")
-    return token
+    try:
+        return validate_bearer_token(token)
+    except ValueError as error:
+        raise _UsageError(f"the token from {source} is not usable: {error}") from error
 
 
 class _ClosingApp:

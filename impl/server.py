@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import hmac
 import inspect
-import re
 from typing import Annotated, Any
 
+from capture_ledger.impl.auth import validate_bearer_token
 from capture_ledger.impl.metrics import CONTENT_TYPE, LedgerMetrics
 from capture_ledger.spec.errors import (
     CaptureLedgerError,
@@ -64,9 +64,6 @@ STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
     (ConflictingRecordError, 409),
     (CaptureLedgerError, 400),
 )
-
-# RFC 6750 token68 characters: a token outside them could not be sent in a header anyway.
-_TOKEN_PATTERN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 
 class RemovalRequest(BaseModel):
@@ -191,11 +188,10 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
     Raises:
         ValueError: ``auth_token`` is empty or not a valid bearer token (starting without one is refused).
     """
-    if not isinstance(auth_token, str) or _TOKEN_PATTERN.fullmatch(auth_token) is None:
-        raise ValueError(
-            "refusing to serve the control plane without a bearer token: auth_token must be a non-empty "
-            "string of letters, digits and -._~+/ (optionally ending in =)"
-        )
+    try:
+        validate_bearer_token(auth_token)
+    except ValueError as error:
+        raise ValueError(f"refusing to serve the control plane: {error}") from error
     metrics = metrics or LedgerMetrics(ledger)
     timed = metrics.instrument(ledger)
     app = FastAPI(

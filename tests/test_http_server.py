@@ -145,9 +145,11 @@ def test_async_client_against_the_server(server: ServerProcess, store: FileLinea
 
 def test_timeouts_and_refused_connections_are_typed_errors() -> None:
     silent = socket.create_server(("127.0.0.1", 0))  # accepts into its backlog, never answers
-    closed = socket.create_server(("127.0.0.1", 0))
+    # Bound but never listening, and held for the whole test: connecting is refused, and no other process
+    # can take the port in between (a closed port could be reused).
+    closed = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    closed.bind(("127.0.0.1", 0))
     closed_url = f"http://127.0.0.1:{closed.getsockname()[1]}"
-    closed.close()
     silent_url = f"http://127.0.0.1:{silent.getsockname()[1]}"
     try:
         with RolloutControlClient(
@@ -168,6 +170,7 @@ def test_timeouts_and_refused_connections_are_typed_errors() -> None:
         asyncio.run(go())
     finally:
         silent.close()
+        closed.close()
 
 
 def run_cli(args: list[str], *, stdin: str = "") -> tuple[int, str, str]:
@@ -278,6 +281,9 @@ def test_the_token_comes_from_the_file_or_the_environment(
     for bad in (None, str(tmp_path / "missing")):
         with pytest.raises(Exception, match="token"):
             read_token(bad)
-    token_file.write_text("two words")
-    with pytest.raises(Exception, match="whitespace"):
-        read_token(str(token_file))
+    # One rule for the CLI, the server and the clients (impl/auth.py): what the server would refuse at
+    # start-up is refused here first.
+    for bad_token in ("two words", "caf\u00e9", "a:b"):
+        token_file.write_text(bad_token)
+        with pytest.raises(Exception, match="not usable"):
+            read_token(str(token_file))

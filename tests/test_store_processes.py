@@ -111,6 +111,8 @@ while not os.path.exists(stop):
     end = time.monotonic()
     if store.statistics().late_writes_discarded == before:
         acks.append([rollout_id, call, start, end])
+        if len(acks) == 10:
+            open(stop + "." + writer, "w").close()  # ready: the remover waits for every writer
     n += 1
 store.close()
 print(json.dumps(acks))
@@ -123,7 +125,9 @@ from capture_ledger.spec.errors import RolloutRetiredError
 directory, stop, retired, deleted = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 store = FileLineageStore(directory, stripes=8)
 violations = []
-time.sleep(0.5)
+writers = json.loads(sys.argv[5])
+while not all(os.path.exists(stop + "." + w) for w in writers):  # every writer has made progress
+    time.sleep(0.01)
 store.retire(retired + deleted)
 retired_at = time.monotonic()
 def watch(ids, seconds):
@@ -156,7 +160,8 @@ def test_writers_racing_retire_and_delete_never_recreate_a_retired_ledger(tmp_pa
     retired, deleted, kept = IDS[0:6], IDS[6:12], IDS[12:18]
     everything = json.dumps(retired + deleted + kept)
     writers = [_run(WRITER, str(directory), f"w{n}", stop, everything, seed=str(n)) for n in range(3)]
-    remover = _run(REMOVER, str(directory), stop, json.dumps(retired), json.dumps(deleted), seed="9")
+    names = json.dumps([f"w{n}" for n in range(3)])
+    remover = _run(REMOVER, str(directory), stop, json.dumps(retired), json.dumps(deleted), names, seed="9")
     report = json.loads(_finish(remover))
     acks = [ack for writer in writers for ack in json.loads(_finish(writer))]
 
