@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.spec.history import Event, event_from_json, event_to_json, observe
+from capture_ledger.spec.history import Event, apply_operation, event_from_json, event_to_json, observe
 from capture_ledger.spec.model import (
     Admit,
     Delete,
@@ -55,30 +55,6 @@ Clock = Callable[[], float]
 
 def _monotonic() -> float:
     return float(time.monotonic_ns())
-
-
-def apply_operation(ledger: Any, op: Operation) -> Any:
-    """Call the ledger method that ``op`` names and return what it returns (exceptions propagate).
-
-    Args:
-        ledger: any synchronous ``CaptureLedger``.
-        op: the operation value (``spec.model``) to perform.
-    """
-    if isinstance(op, Record):
-        return ledger.record(op.rollout_id, op.row)
-    if isinstance(op, RecordFailure):
-        return ledger.record_failure(op.rollout_id, op.model_call_id, op.reason)
-    if isinstance(op, Admit):
-        return ledger.admit(op.rollout_id, op.model_call_id)
-    if isinstance(op, ReadManifest):
-        return ledger.manifest(op.rollout_id)
-    if isinstance(op, HasRows):
-        return ledger.has_rows(op.rollout_id)
-    if isinstance(op, Retire):
-        return ledger.retire(op.rollout_ids)
-    if isinstance(op, Delete):
-        return ledger.delete(op.rollout_ids)
-    raise TypeError(f"not an operation: {op!r}")
 
 
 class HistoryRecorder:

@@ -45,6 +45,7 @@ from capture_ledger.spec.durability import (
     Unlink,
     Write,
 )
+from capture_ledger.spec.history import apply_operation
 from capture_ledger.spec.model import Delete, Operation, Record, RecordFailure, Retire
 
 __all__ = [
@@ -317,16 +318,8 @@ def run_operation(store: FileLineageStore, op: Operation) -> object:
         TypeError: ``op`` is a read (workloads only write).
         Exception: whatever the store raises.
     """
-    if isinstance(op, Record):
-        store.record(op.rollout_id, op.row)  # type: ignore[arg-type]
-        return None
-    if isinstance(op, RecordFailure):
-        store.record_failure(op.rollout_id, op.model_call_id, op.reason)  # type: ignore[arg-type]
-        return None
-    if isinstance(op, Retire):
-        return store.retire(op.rollout_ids)  # type: ignore[arg-type]
-    if isinstance(op, Delete):
-        return store.delete(op.rollout_ids)  # type: ignore[arg-type]
+    if isinstance(op, Record | RecordFailure | Retire | Delete):
+        return apply_operation(store, op)
     raise TypeError(f"a crash workload writes; {op!r} is not a write")
 
 

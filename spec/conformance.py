@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.spec.history import apply_operation
 from capture_ledger.spec.model import (
     Admit,
     Delete,
@@ -151,20 +152,7 @@ def conformance_machine(open_ledger: LedgerFactory, *, handles: int = 1) -> type
         def _invoke(self, handle: int, op: Operation) -> tuple[str, Any]:
             ledger = self._handles[handle]
             try:
-                if isinstance(op, Record):
-                    call = ledger.record(op.rollout_id, op.row)
-                elif isinstance(op, RecordFailure):
-                    call = ledger.record_failure(op.rollout_id, op.model_call_id, op.reason)
-                elif isinstance(op, Admit):
-                    call = ledger.admit(op.rollout_id, op.model_call_id)
-                elif isinstance(op, ReadManifest):
-                    call = ledger.manifest(op.rollout_id)
-                elif isinstance(op, HasRows):
-                    call = ledger.has_rows(op.rollout_id)
-                elif isinstance(op, Retire):
-                    call = ledger.retire(op.rollout_ids)
-                else:
-                    call = ledger.delete(op.rollout_ids)
+                call = apply_operation(ledger, op)
                 return "ok", self._await(call)
             except Exception as error:
                 return "raised", error

@@ -39,7 +39,7 @@ from capture_ledger.spec.model import (
     manifest_value_of,
 )
 
-__all__ = ["Event", "event_from_json", "event_to_json", "observe", "results_match"]
+__all__ = ["Event", "apply_operation", "event_from_json", "event_to_json", "observe", "results_match"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,32 @@ class Event:
     invoked: float
     returned: float | None = None
     result: Result | None = None
+
+
+def apply_operation(ledger: Any, op: Operation) -> Any:
+    """Call the ledger method that ``op`` names and return what it returns (exceptions propagate).
+
+    The one dispatch from operation values to ``CaptureLedger`` methods, used by the conformance kit, the
+    history recorder and the crash explorer. For a coroutine method the awaitable is returned unawaited.
+
+    Raises:
+        TypeError: ``op`` is not an operation value.
+    """
+    if isinstance(op, Record):
+        return ledger.record(op.rollout_id, op.row)
+    if isinstance(op, RecordFailure):
+        return ledger.record_failure(op.rollout_id, op.model_call_id, op.reason)
+    if isinstance(op, Admit):
+        return ledger.admit(op.rollout_id, op.model_call_id)
+    if isinstance(op, ReadManifest):
+        return ledger.manifest(op.rollout_id)
+    if isinstance(op, HasRows):
+        return ledger.has_rows(op.rollout_id)
+    if isinstance(op, Retire):
+        return ledger.retire(op.rollout_ids)
+    if isinstance(op, Delete):
+        return ledger.delete(op.rollout_ids)
+    raise TypeError(f"not an operation: {op!r}")
 
 
 def observe(op: Operation, outcome: object) -> Result:

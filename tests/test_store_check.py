@@ -16,6 +16,7 @@ from capture_ledger.impl.lines import CorruptLedgerError
 from capture_ledger.impl.store import FileLineageStore
 from capture_ledger.spec.abstraction import abstract
 from capture_ledger.spec.errors import RolloutRetiredError
+from capture_ledger.spec.history import apply_operation
 from capture_ledger.spec.model import (
     Delete,
     LedgerState,
@@ -106,15 +107,7 @@ def test_read_snapshot_abstracts_to_the_model_state(tmp_path: Path) -> None:
     state = LedgerState()
     for op in operations:
         state, _ = step(state, op)
-        if isinstance(op, Record):
-            store.record(op.rollout_id, op.row)  # type: ignore[arg-type]
-        elif isinstance(op, RecordFailure):
-            store.record_failure(op.rollout_id, op.model_call_id, op.reason)  # type: ignore[arg-type]
-        elif isinstance(op, Retire):
-            store.retire(op.rollout_ids)  # type: ignore[arg-type]
-        else:
-            assert isinstance(op, Delete)
-            store.delete(op.rollout_ids)  # type: ignore[arg-type]
+        apply_operation(store, op)
     fs = OsFileSystem(tmp_path, stripes=4)
     try:
         assert abstract(read_snapshot(fs)) == state
