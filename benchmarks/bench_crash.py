@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from capture_ledger.impl.crash import StoreConfig, explore, record
-from capture_ledger.impl.crash_report import SMALL_WORKLOADS, WORKLOADS
-from capture_ledger.impl.ordering import FenceSync
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.durability import MODELS
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.ordering import FenceSync
+from capture_ledger.impl.study.crash import StoreConfig, explore, record
+from capture_ledger.impl.study.report import SMALL_WORKLOADS, WORKLOADS
+from capture_ledger.spec.crash.durability import MODELS
 
 ROW = {"model_call_id": "m", "value": 1}
 OPTIONS: tuple[FenceSync, ...] = ("directory", "file", "syncfs")

@@ -27,9 +27,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from capture_ledger.impl.client import RolloutControlClient
-from capture_ledger.impl.serving import ServerProcess
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.http.client import RolloutControlClient
+from capture_ledger.impl.http.serving import ServerProcess
+from capture_ledger.impl.store.file_store import FileLineageStore
 
 
 def _batches(ids: Sequence[str], size: int) -> list[list[str]]:

@@ -22,9 +22,9 @@ import random
 import sys
 import time
 
-from capture_ledger.spec import model
-from capture_ledger.spec.history import Event
-from capture_ledger.spec.linearizability import Ok, Violation, check_history
+from capture_ledger.spec.concurrency.history import Event
+from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
+from capture_ledger.spec.core import model
 
 
 def _operation(rng: random.Random, ids: list[str]) -> model.Operation:

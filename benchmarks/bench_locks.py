@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import filelock
-from capture_ledger.impl.fs import OsFileSystem, lock_file_name
+from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
 
 
 def _per_op(action: Callable[[], None], count: int) -> float:

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from capture_ledger.reference.mutants import MUTANTS, open_reference
-from capture_ledger.spec.conformance import LedgerFactory, check_ledger, count_steps
-from capture_ledger.spec.profiles import PROFILES
+from capture_ledger.spec.kit.conformance import LedgerFactory, check_ledger, count_steps
+from capture_ledger.spec.kit.profiles import PROFILES
 from hypothesis import settings
 
 

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capture_ledger.impl.client import (
+    from capture_ledger.impl.http.client import (
         AsyncRolloutControlClient,
         ControlPlaneError,
         ControlPlaneTimeoutError,
@@ -24,44 +24,44 @@ if TYPE_CHECKING:
         UnauthorizedError,
         UnexpectedResponseError,
     )
-    from capture_ledger.impl.consistency import Finding, check, read_snapshot
-    from capture_ledger.impl.fs import FileSystem, OsFileSystem
-    from capture_ledger.impl.lines import CorruptLedgerError
-    from capture_ledger.impl.metrics import LedgerMetrics
-    from capture_ledger.impl.ordering import FenceSync, StoreVariant
-    from capture_ledger.impl.server import create_app
-    from capture_ledger.impl.store import (
+    from capture_ledger.impl.http.metrics import LedgerMetrics
+    from capture_ledger.impl.http.server import create_app
+    from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
+    from capture_ledger.impl.store.file_store import (
         FileLineageStore,
         OperationCounts,
         StoreStatistics,
         open_file_store,
     )
+    from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
+    from capture_ledger.impl.store.lines import CorruptLedgerError
+    from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
 
 _LOCATIONS = {
-    "FileLineageStore": "store",
-    "StoreStatistics": "store",
-    "OperationCounts": "store",
-    "open_file_store": "store",
-    "StoreVariant": "ordering",
-    "FenceSync": "ordering",
-    "Finding": "consistency",
-    "check": "consistency",
-    "read_snapshot": "consistency",
-    "FileSystem": "fs",
-    "OsFileSystem": "fs",
-    "CorruptLedgerError": "lines",
-    "create_app": "server",
-    "LedgerMetrics": "metrics",
-    "RolloutControlClient": "client",
-    "AsyncRolloutControlClient": "client",
-    "ControlPlaneError": "client",
-    "ControlPlaneTimeoutError": "client",
-    "ControlPlaneUnavailableError": "client",
-    "RequestRejectedError": "client",
-    "RetryPolicy": "client",
-    "ServerError": "client",
-    "UnauthorizedError": "client",
-    "UnexpectedResponseError": "client",
+    "FileLineageStore": "store.file_store",
+    "StoreStatistics": "store.file_store",
+    "OperationCounts": "store.file_store",
+    "open_file_store": "store.file_store",
+    "StoreVariant": "store.ordering",
+    "FenceSync": "store.ordering",
+    "Finding": "store.consistency",
+    "check": "store.consistency",
+    "read_snapshot": "store.consistency",
+    "FileSystem": "store.fs",
+    "OsFileSystem": "store.fs",
+    "CorruptLedgerError": "store.lines",
+    "create_app": "http.server",
+    "LedgerMetrics": "http.metrics",
+    "RolloutControlClient": "http.client",
+    "AsyncRolloutControlClient": "http.client",
+    "ControlPlaneError": "http.client",
+    "ControlPlaneTimeoutError": "http.client",
+    "ControlPlaneUnavailableError": "http.client",
+    "RequestRejectedError": "http.client",
+    "RetryPolicy": "http.client",
+    "ServerError": "http.client",
+    "UnauthorizedError": "http.client",
+    "UnexpectedResponseError": "http.client",
 }
 
 __all__ = [

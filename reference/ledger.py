@@ -24,7 +24,7 @@ from capture_ledger.spec import (
     validate_rollout_id,
     validate_rollout_ids,
 )
-from capture_ledger.spec.rows import (
+from capture_ledger.spec.core.rows import (
     canonical_json,
     row_staging_key,
     validate_failure,

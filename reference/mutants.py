@@ -30,14 +30,14 @@ from capture_ledger.spec import (
     validate_rollout_id,
     validate_rollout_ids,
 )
-from capture_ledger.spec.conformance import LedgerFactory
-from capture_ledger.spec.rows import (
+from capture_ledger.spec.core.rows import (
     canonical_json,
     row_staging_key,
     validate_failure,
     validate_model_call_id,
     validate_row,
 )
+from capture_ledger.spec.kit.conformance import LedgerFactory
 
 __all__ = [
     "MUTANTS",

@@ -6,8 +6,17 @@ that the models nest (journaled ⊆ weakest-posix ⊆ ext4-nojournal), and the c
 
 from __future__ import annotations
 
-from capture_ledger.spec.crash_contract import Span, allowed_states, broken_clauses
-from capture_ledger.spec.durability import (
+from capture_ledger.spec.core.model import (
+    ABSENT,
+    RETIRED,
+    Delete,
+    Live,
+    Record,
+    RecordEntry,
+    Retire,
+)
+from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
+from capture_ledger.spec.crash.durability import (
     MODELS,
     Baseline,
     Create,
@@ -21,16 +30,7 @@ from capture_ledger.spec.durability import (
     Write,
     space,
 )
-from capture_ledger.spec.model import (
-    ABSENT,
-    RETIRED,
-    Delete,
-    Live,
-    Record,
-    RecordEntry,
-    Retire,
-)
-from capture_ledger.spec.profiles import load_profile
+from capture_ledger.spec.kit.profiles import load_profile
 from hypothesis import given
 from hypothesis import strategies as st
 

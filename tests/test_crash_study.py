@@ -13,11 +13,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.cli import main
-from capture_ledger.impl.crash import StoreConfig, explore, record
-from capture_ledger.impl.crash_report import EXPECTED, SMALL, STEPS, WORKLOADS, Study, study
-from capture_ledger.impl.recording import Invoke, Return
-from capture_ledger.spec.durability import describe_effect
+from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.study.crash import StoreConfig, explore, record
+from capture_ledger.impl.study.recording import Invoke, Return
+from capture_ledger.impl.study.report import EXPECTED, SMALL, STEPS, WORKLOADS, Study, study
+from capture_ledger.spec.crash.durability import describe_effect
 
 
 @pytest.fixture(scope="module")

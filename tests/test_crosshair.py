@@ -1,6 +1,7 @@
 """CrossHair has teeth, and a property of the pure model holds under Hypothesis's CrossHair backend.
 
-``tools/crosshair-check`` runs ``crosshair check capture_ledger.spec.contracts`` in CI (docs/crosshair.md).
+``tools/crosshair-check`` runs ``crosshair check capture_ledger.spec.core.contracts`` in CI
+(docs/crosshair.md).
 Here: (a) with the same per-condition budget, CrossHair finds a counterexample to each deliberately wrong
 contract in ``tests/crosshair_targets/wrong_contract.py`` and confirms the correct retire contract; (b) the
 batch rules of retire and delete (R-BATCH-2..4, R-RETIRE-1..3, R-DELETE-1..2) and the ID rule (R-ID-1..2)
@@ -19,11 +20,11 @@ from pathlib import Path
 from types import CodeType
 
 import pytest
-from capture_ledger.spec import contracts
-from capture_ledger.spec.contracts import first_seen, follows_id_rule
-from capture_ledger.spec.errors import InvalidRolloutIdError
-from capture_ledger.spec.ids import validate_rollout_id
-from capture_ledger.spec.model import (
+from capture_ledger.spec.core import contracts
+from capture_ledger.spec.core.contracts import first_seen, follows_id_rule
+from capture_ledger.spec.core.errors import InvalidRolloutIdError
+from capture_ledger.spec.core.ids import validate_rollout_id
+from capture_ledger.spec.core.model import (
     ABSENT,
     RETIRED,
     Absent,
@@ -71,7 +72,7 @@ def test_crosshair_finds_a_counterexample_to_each_wrong_contract() -> None:
 
 
 def test_the_correct_retire_contract_passes_with_the_ci_budget() -> None:
-    run = _crosshair("capture_ledger.spec.contracts.retire_step", seconds=CONDITION_SECONDS)
+    run = _crosshair("capture_ledger.spec.core.contracts.retire_step", seconds=CONDITION_SECONDS)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

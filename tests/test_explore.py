@@ -1,4 +1,4 @@
-"""Tests of the explorer's output and of ``capture-ledger explore`` / ``check-history`` (impl/explore_cli.py).
+"""Tests of the explorer's output and of ``capture-ledger explore`` / ``check-history`` (impl/cli/explore.py).
 
 What they prove: a counterexample prints as a numbered step trace that starts from the empty directory;
 the history the explorer judges realises the execution's real-time order; the CLI reports states and
@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.cli import main
-from capture_ledger.spec import model
-from capture_ledger.spec.explore import CONFIGURATIONS, explore, history_of, replay
-from capture_ledger.spec.history import Event, event_to_json
-from capture_ledger.spec.linearizability import Violation, check_history
-from capture_ledger.spec.programs import successor
-from capture_ledger.spec.steps import Guards, initial_state
+from capture_ledger.impl.cli.main import main
+from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, explore, history_of, replay
+from capture_ledger.spec.concurrency.history import Event, event_to_json
+from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.concurrency.programs import successor
+from capture_ledger.spec.concurrency.steps import Guards, initial_state
+from capture_ledger.spec.core import model
 
 
 def test_a_counterexample_prints_as_numbered_steps() -> None:

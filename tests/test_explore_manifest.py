@@ -1,4 +1,4 @@
-"""The explorer held to its pinned manifest (spec/explore_manifest.json; R-CONC-1..3).
+"""The explorer held to its pinned manifest (spec/manifest.json; R-CONC-1..3).
 
 What they prove: every configuration, with every guard on, is exhausted with the expected result and
 exactly the pinned number of states and complete executions; switching each guard off yields exactly the
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from capture_ledger.spec.explore import CONFIGURATIONS, SLOW, explore, load_manifest
-from capture_ledger.spec.steps import GUARD_NAMES, Guards
+from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, SLOW, explore, load_manifest
+from capture_ledger.spec.concurrency.steps import GUARD_NAMES, Guards
 
 MANIFEST = load_manifest()
 

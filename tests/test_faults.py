@@ -20,12 +20,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.crash import StoreConfig, observe_directory, run_operation
-from capture_ledger.impl.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
-from capture_ledger.impl.fs import OsFileSystem
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.crash_contract import Span, allowed_states, touches
-from capture_ledger.spec.model import (
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.study.crash import StoreConfig, observe_directory, run_operation
+from capture_ledger.impl.study.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
+from capture_ledger.spec.core.model import (
     RETIRED,
     Delete,
     LedgerState,
@@ -35,7 +34,8 @@ from capture_ledger.spec.model import (
     Retire,
     step,
 )
-from capture_ledger.spec.profiles import load_profile
+from capture_ledger.spec.crash.contract import Span, allowed_states, touches
+from capture_ledger.spec.kit.profiles import load_profile
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from capture_ledger.impl.crash_report import OTHER_GUARDS, STEPS
-from capture_ledger.impl.ordering import StoreVariant
-from capture_ledger.impl.scenarios import GUARDS
-from capture_ledger.spec.steps import GUARD_NAMES
+from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.study.report import OTHER_GUARDS, STEPS
+from capture_ledger.impl.study.scenarios import GUARDS
+from capture_ledger.spec.concurrency.steps import GUARD_NAMES
 
 VARIANT_FIELDS = {f.name for f in dataclasses.fields(StoreVariant)}
 #: Guards of the store's protocol that only a crash can show; no interleaving of live calls needs them.

@@ -17,12 +17,12 @@ import multiprocessing
 import time
 from pathlib import Path
 
-from capture_ledger.impl.histories import HistoryRecorder, random_client, read_history, write_history
-from capture_ledger.impl.ordering import StoreVariant
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.history import Event
-from capture_ledger.spec.linearizability import Ok, Violation, check_history
-from capture_ledger.spec.model import Delete, ReadManifest, Record, Retire
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.study.histories import HistoryRecorder, random_client, read_history, write_history
+from capture_ledger.spec.concurrency.history import Event
+from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
+from capture_ledger.spec.core.model import Delete, ReadManifest, Record, Retire
 
 ROLLOUT_IDS = ("a", "b", "c")
 CLIENTS = 4

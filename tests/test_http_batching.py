@@ -1,4 +1,4 @@
-"""The client's batching (impl/batching.py) and retry policy, without a server (R-HTTP-4, R-BATCH-1..4).
+"""The client's batching (impl/http/batching.py) and retry policy, without a server (R-HTTP-4, R-BATCH-1..4).
 
 What it proves: a list is validated and de-duplicated as a whole before any batch exists; batches keep
 first-seen order and never exceed the limit; merging per-batch results equals one call on the reference
@@ -8,8 +8,8 @@ ledger; the limit is read at call time; a server answer that does not partition 
 from __future__ import annotations
 
 import pytest
-from capture_ledger.impl.batching import batch_limit, check_removal, merge_removals, plan_removal
-from capture_ledger.impl.client import (
+from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_removals, plan_removal
+from capture_ledger.impl.http.client import (
     ControlPlaneTimeoutError,
     RequestRejectedError,
     RetryPolicy,
@@ -17,7 +17,7 @@ from capture_ledger.impl.client import (
 )
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import MAX_LEDGER_BATCH, InvalidRolloutIdError
-from capture_ledger.spec.strategies import rollout_ids
+from capture_ledger.spec.kit.strategies import rollout_ids
 from hypothesis import given
 from hypothesis import strategies as st
 

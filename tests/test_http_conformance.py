@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capture_ledger.impl.client import AsyncRolloutControlClient, RolloutControlClient
-from capture_ledger.impl.server import create_app
-from capture_ledger.impl.serving import ServerThread
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.http.client import AsyncRolloutControlClient, RolloutControlClient
+from capture_ledger.impl.http.server import create_app
+from capture_ledger.impl.http.serving import ServerThread
+from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import Manifest, RolloutRemoval, check_ledger
-from capture_ledger.spec.profiles import profile_settings
+from capture_ledger.spec.kit.profiles import profile_settings
 from hypothesis import Phase, settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 

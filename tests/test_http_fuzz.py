@@ -23,10 +23,10 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from capture_ledger.impl.server import PREFIX, create_app
-from capture_ledger.impl.serving import ServerProcess
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.profiles import profile_settings
+from capture_ledger.impl.http.server import PREFIX, create_app
+from capture_ledger.impl.http.serving import ServerProcess
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.spec.kit.profiles import profile_settings
 from hypothesis import Phase, given, reject, settings
 from hypothesis import strategies as st
 

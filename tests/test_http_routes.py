@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from capture_ledger.impl.client import (
+from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneError,
     RequestRejectedError,
@@ -26,8 +26,8 @@ from capture_ledger.impl.client import (
     UnauthorizedError,
     UnexpectedResponseError,
 )
-from capture_ledger.impl.server import PREFIX, create_app
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.http.server import PREFIX, create_app
+from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import (
     CaptureLedgerError,

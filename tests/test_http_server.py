@@ -24,16 +24,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from capture_ledger.impl import cli
-from capture_ledger.impl.client import (
+from capture_ledger.impl.cli import main as cli
+from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneTimeoutError,
     ControlPlaneUnavailableError,
     RolloutControlClient,
 )
-from capture_ledger.impl.server import PREFIX
-from capture_ledger.impl.serving import TOKEN_ENV, ServerProcess
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.http.server import PREFIX
+from capture_ledger.impl.http.serving import TOKEN_ENV, ServerProcess
+from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import InvalidRolloutIdError, RolloutRetiredError
 
 TOKEN = "end-to-end-token"
@@ -211,7 +211,16 @@ def test_client_sub_commands_print_json(
 def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     environment = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     done = subprocess.run(
-        [sys.executable, "-m", "capture_ledger.impl.cli", "serve", "--dir", str(tmp_path), "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "capture_ledger.impl.cli.main",
+            "serve",
+            "--dir",
+            str(tmp_path),
+            "--port",
+            "0",
+        ],
         env=environment,
         capture_output=True,
         text=True,
@@ -270,7 +279,7 @@ def test_two_workers_each_open_the_store_and_see_each_others_changes(tmp_path: P
 def test_the_token_comes_from_the_file_or_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from capture_ledger.impl.serve_cli import read_token
+    from capture_ledger.impl.cli.serve import read_token
 
     token_file = tmp_path / "token"
     token_file.write_text("  from-file\n")
@@ -281,7 +290,7 @@ def test_the_token_comes_from_the_file_or_the_environment(
     for bad in (None, str(tmp_path / "missing")):
         with pytest.raises(Exception, match="token"):
             read_token(bad)
-    # One rule for the CLI, the server and the clients (impl/auth.py): what the server would refuse at
+    # One rule for the CLI, the server and the clients (impl/http/auth.py): what the server would refuse at
     # start-up is refused here first.
     for bad_token in ("two words", "caf\u00e9", "a:b"):
         token_file.write_text(bad_token)

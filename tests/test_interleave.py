@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from capture_ledger.impl.fs import FileSystem
-from capture_ledger.impl.interleave import (
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import FileSystem
+from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.study.interleave import (
     ChoiceSchedule,
     Run,
     Scenario,
@@ -31,13 +33,11 @@ from capture_ledger.impl.interleave import (
     find_counterexample,
     run_schedule,
 )
-from capture_ledger.impl.ordering import StoreVariant
-from capture_ledger.impl.scenarios import SCENARIOS, store_opener
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.linearizability import Violation
-from capture_ledger.spec.model import Delete, ManifestValue, ReadManifest, Removal, Retire
-from capture_ledger.spec.model import Ok as ModelOk
-from capture_ledger.spec.profiles import profile_settings
+from capture_ledger.impl.study.scenarios import SCENARIOS, store_opener
+from capture_ledger.spec.concurrency.linearizability import Violation
+from capture_ledger.spec.core.model import Delete, ManifestValue, ReadManifest, Removal, Retire
+from capture_ledger.spec.core.model import Ok as ModelOk
+from capture_ledger.spec.kit.profiles import profile_settings
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 

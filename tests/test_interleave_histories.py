@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from capture_ledger.impl.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.histories import HistoryRecorder, RecordingLedger, read_history, write_history
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.errors import RolloutRetiredError
-from capture_ledger.spec.linearizability import Ok, check_history
-from capture_ledger.spec.model import Err, ErrorKind, Record, Retire
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
+from capture_ledger.impl.study.histories import HistoryRecorder, RecordingLedger, read_history, write_history
+from capture_ledger.spec.concurrency.linearizability import Ok, check_history
+from capture_ledger.spec.core.errors import RolloutRetiredError
+from capture_ledger.spec.core.model import Err, ErrorKind, Record, Retire
 
 
 class _FailingAppends:

@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.crash import StoreConfig, observe_directory
-from capture_ledger.impl.faults import FaultyFileSystem
-from capture_ledger.impl.fs import OsFileSystem
-from capture_ledger.impl.ordering import StoreVariant
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.crash_contract import Span, allowed_states, broken_clauses
-from capture_ledger.spec.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.study.crash import StoreConfig, observe_directory
+from capture_ledger.impl.study.faults import FaultyFileSystem
+from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
+from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
 
 KILLS = 30
 IDS = tuple(f"r{i}" for i in range(5))

@@ -1,4 +1,4 @@
-"""Tests of the linearizability checker (spec/linearizability.py, R-CONC-1).
+"""Tests of the linearizability checker (spec/concurrency/linearizability.py, R-CONC-1).
 
 What they prove: the checker's per-ID steps are the model's; histories produced by the model under
 concurrency are accepted; a wrong result is caught with a witness that is itself non-linearizable and
@@ -12,10 +12,10 @@ import dataclasses
 import random
 
 import pytest
-from capture_ledger.spec import model
-from capture_ledger.spec.history import Event, event_from_json, event_to_json
-from capture_ledger.spec.linearizability import Ok, Unknown, Violation, check_history, partition
-from capture_ledger.spec.model import (
+from capture_ledger.spec.concurrency.history import Event, event_from_json, event_to_json
+from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history, partition
+from capture_ledger.spec.core import model
+from capture_ledger.spec.core.model import (
     Admit,
     Delete,
     HasRows,
@@ -26,8 +26,8 @@ from capture_ledger.spec.model import (
     Removal,
     Retire,
 )
-from capture_ledger.spec.profiles import profile_settings
-from capture_ledger.spec.rows import canonical_json
+from capture_ledger.spec.core.rows import canonical_json
+from capture_ledger.spec.kit.profiles import profile_settings
 from hypothesis import given
 from hypothesis import strategies as st
 

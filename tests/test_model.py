@@ -15,8 +15,8 @@ from capture_ledger.spec import (
     validate_rollout_id,
     validate_rollout_ids,
 )
-from capture_ledger.spec.abstraction import ConcreteRollout, abstract
-from capture_ledger.spec.model import (
+from capture_ledger.spec.core.abstraction import ConcreteRollout, abstract
+from capture_ledger.spec.core.model import (
     ABSENT,
     RETIRED,
     Admit,
@@ -39,7 +39,7 @@ from capture_ledger.spec.model import (
     Retire,
     step,
 )
-from capture_ledger.spec.strategies import INVALID_ROLLOUT_IDS, INVALID_ROWS, rollout_ids
+from capture_ledger.spec.kit.strategies import INVALID_ROLLOUT_IDS, INVALID_ROWS, rollout_ids
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -28,8 +28,8 @@ from capture_ledger.reference.mutants import (
     open_reference,
     open_shared_reference,
 )
-from capture_ledger.spec.conformance import LedgerFactory, check_ledger, conformance_machine, count_steps
-from capture_ledger.spec.profiles import PROFILES
+from capture_ledger.spec.kit.conformance import LedgerFactory, check_ledger, conformance_machine, count_steps
+from capture_ledger.spec.kit.profiles import PROFILES
 from hypothesis import Phase, settings
 
 #: The search: deterministic, deep enough (25 steps) to reach a retire followed by a late write.

@@ -1,5 +1,6 @@
-"""Packaging: the wheel carries every sub-package (DESIGN.md §2: a sub-package left out of ``packages`` is
-silently dropped from the wheel while the editable install still imports it) and its data files."""
+"""Packaging: the wheel carries every sub-package and its data files (a sub-package left out of
+``[tool.setuptools] packages`` is silently dropped from the wheel while the editable install still imports
+it; see docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBPACKAGES = ("spec", "reference", "impl")
+#: Source folders and the import package each is mapped to.
+FOLDERS = {
+    "spec": "capture_ledger/spec",
+    "reference": "capture_ledger/reference",
+    "impl": "capture_ledger/impl",
+}
+DATA = ("*.md", "*.json")
 
 
 def test_wheel_contains_every_subpackage_and_data(tmp_path: Path) -> None:
@@ -21,13 +28,18 @@ def test_wheel_contains_every_subpackage_and_data(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("capture_ledger-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "capture_ledger/__init__.py" in names and "capture_ledger/py.typed" in names
-    for sub in SUBPACKAGES:
-        sources = {p.name for p in (ROOT / sub).glob("*.py")}
-        packed = {
-            n.rsplit("/", 1)[1] for n in names if n.startswith(f"capture_ledger/{sub}/") and n.endswith(".py")
+    for folder, package in FOLDERS.items():
+        base = ROOT / folder
+        assert f"{package}/py.typed" in names
+        sources = {
+            f"{package}/{path.relative_to(base).as_posix()}"
+            for pattern in ("*.py", *DATA)
+            for path in base.rglob(pattern)
+            if "__pycache__" not in path.parts
         }
-        assert sources == packed, f"capture_ledger.{sub}: missing {sorted(sources - packed)}"
-        assert f"capture_ledger/{sub}/py.typed" in names
-        for data in list((ROOT / sub).glob("*.md")) + list((ROOT / sub).glob("*.json")):
-            assert f"capture_ledger/{sub}/{data.name}" in names, f"{data.name} not packed"
+        missing = sorted(sources - names)
+        assert not missing, f"left out of the wheel: {missing}"
+        # Every folder with Python modules is a package with an __init__.py.
+        for sub in {path.parent for path in base.rglob("*.py")}:
+            assert (sub / "__init__.py").exists(), f"{sub.relative_to(ROOT)} has no __init__.py"
     assert any(n.endswith("entry_points.txt") for n in names)

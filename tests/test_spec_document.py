@@ -1,8 +1,10 @@
 """SPEC.md agrees with the executable model, and every cited requirement is defined (SPEC.md §States).
 
 The state diagram and the operation × state table in SPEC.md are generated from ``step``; these tests fail,
-with a diff, when the document's block differs from ``capture_ledger.spec.tables.render()``, and show that
-both regeneration paths (``python -m capture_ledger.spec.tables --write`` and ``capture-ledger spec --check``)
+with a diff, when the document's block differs from ``capture_ledger.spec.core.tables.render()``, and show
+that
+both regeneration paths (``python -m capture_ledger.spec.core.tables --write`` and ``capture-ledger spec
+--check``)
 work on a real copy of the document.
 """
 
@@ -14,8 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl import cli
-from capture_ledger.spec import tables
+from capture_ledger.impl.cli import main as cli
+from capture_ledger.spec.core import tables
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "SPEC.md"
@@ -51,7 +53,7 @@ def test_the_generated_block_matches_the_model() -> None:
     diff = tables.drift(SPEC.read_text(encoding="utf-8"))
     assert not diff, (
         "SPEC.md's generated block differs from the model; run "
-        "`python -m capture_ledger.spec.tables --write`:\n" + diff
+        "`python -m capture_ledger.spec.core.tables --write`:\n" + diff
     )
 
 
@@ -130,7 +132,7 @@ def _drifted_copy(tmp_path: Path) -> Path:
 def test_module_write_regenerates_a_drifted_block(tmp_path: Path) -> None:
     copy = _drifted_copy(tmp_path)
     assert tables.drift(copy.read_text(encoding="utf-8"))
-    command = [sys.executable, "-m", "capture_ledger.spec.tables"]
+    command = [sys.executable, "-m", "capture_ledger.spec.core.tables"]
     assert subprocess.run([*command, "--check", str(copy)], capture_output=True, check=False).returncode == 1
     subprocess.run([*command, "--write", str(copy)], capture_output=True, check=True)
     assert copy.read_text(encoding="utf-8") == SPEC.read_text(encoding="utf-8")

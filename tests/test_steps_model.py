@@ -1,4 +1,4 @@
-"""Tests of the step-level model (spec/steps.py; DESIGN.md §5, R-STORE-3..5, R-CONC-1).
+"""Tests of the step-level model (spec/concurrency/steps.py; DESIGN.md §5, R-STORE-3..5, R-CONC-1).
 
 What they prove: run one call at a time, the step model returns exactly what the sequential model returns
 and leaves the directory in the state the model says (so the step model is a refinement of ``model``);
@@ -9,11 +9,9 @@ is not atomic (a write to the second can come between the two IDs' phase-1 steps
 from __future__ import annotations
 
 import pytest
-from capture_ledger.spec import model
-from capture_ledger.spec.explore import explore
-from capture_ledger.spec.profiles import profile_settings
-from capture_ledger.spec.programs import successor
-from capture_ledger.spec.steps import (
+from capture_ledger.spec.concurrency.explore import explore
+from capture_ledger.spec.concurrency.programs import successor
+from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,
     AdmitCall,
     Call,
@@ -28,6 +26,8 @@ from capture_ledger.spec.steps import (
     initial_state,
     operation_of,
 )
+from capture_ledger.spec.core import model
+from capture_ledger.spec.kit.profiles import profile_settings
 from hypothesis import given
 from hypothesis import strategies as st
 

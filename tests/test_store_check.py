@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.consistency import check, read_snapshot
-from capture_ledger.impl.fs import OsFileSystem
-from capture_ledger.impl.lines import CorruptLedgerError
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.abstraction import abstract
-from capture_ledger.spec.errors import RolloutRetiredError
-from capture_ledger.spec.history import apply_operation
-from capture_ledger.spec.model import (
+from capture_ledger.impl.store.consistency import check, read_snapshot
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.store.lines import CorruptLedgerError
+from capture_ledger.spec.concurrency.history import apply_operation
+from capture_ledger.spec.core.abstraction import abstract
+from capture_ledger.spec.core.errors import RolloutRetiredError
+from capture_ledger.spec.core.model import (
     Delete,
     LedgerState,
     Operation,

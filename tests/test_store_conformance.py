@@ -13,9 +13,9 @@ import functools
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.ordering import StoreVariant
-from capture_ledger.impl.store import FileLineageStore, open_file_store
-from capture_ledger.spec.conformance import check_ledger
+from capture_ledger.impl.store.file_store import FileLineageStore, open_file_store
+from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.spec.kit.conformance import check_ledger
 from hypothesis import Phase, settings
 
 

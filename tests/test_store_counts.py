@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.consistency import check, read_snapshot
-from capture_ledger.impl.fs import FileStat, OsFileSystem, lock_file_name
-from capture_ledger.impl.ordering import FenceSync, StoreVariant
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.store.consistency import check, read_snapshot
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import FileStat, OsFileSystem, lock_file_name
+from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
 
 
 class CountingFileSystem:

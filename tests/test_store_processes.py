@@ -21,8 +21,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.errors import RolloutRetiredError
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.spec.core.errors import RolloutRetiredError
 
 PYTHON = sys.executable
 IDS = [f"roll-{i:03d}.a" for i in range(200)]
@@ -50,7 +50,7 @@ def _finish(process: subprocess.Popen[str], timeout: float = 60) -> str:
 
 SLOTS = """
 import json, sys
-from capture_ledger.impl.locks import rollout_slot
+from capture_ledger.impl.store.locks import rollout_slot
 ids = json.loads(sys.argv[1])
 print(json.dumps({"slots": [rollout_slot(i, 64) for i in ids], "hash": [hash(i) % 64 for i in ids]}))
 """
@@ -65,7 +65,7 @@ def test_processes_with_different_hash_seeds_agree_on_stripes() -> None:
 
 COUNTER = """
 import sys, threading
-from capture_ledger.impl.fs import OsFileSystem
+from capture_ledger.impl.store.fs import OsFileSystem
 directory, rounds = sys.argv[1], int(sys.argv[2])
 fs = OsFileSystem(directory, stripes=2)
 def bump():
@@ -96,7 +96,7 @@ def test_stripe_locks_exclude_processes_and_threads(tmp_path: Path) -> None:
 
 WRITER = """
 import json, sys, time
-from capture_ledger.impl.store import FileLineageStore
+from capture_ledger.impl.store.file_store import FileLineageStore
 directory, writer, stop, ids = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
 store = FileLineageStore(directory, stripes=8, cache_rollouts=16)
 acks = []
@@ -120,8 +120,8 @@ print(json.dumps(acks))
 
 REMOVER = """
 import json, os, sys, time
-from capture_ledger.impl.store import FileLineageStore
-from capture_ledger.spec.errors import RolloutRetiredError
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.spec.core.errors import RolloutRetiredError
 directory, stop, retired, deleted = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 store = FileLineageStore(directory, stripes=8)
 violations = []

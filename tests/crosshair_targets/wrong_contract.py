@@ -1,16 +1,17 @@
 """Deliberately wrong contracts: CrossHair must find a counterexample to each (tests/test_crosshair.py).
 
 They show that ``crosshair check``, with the budget ``tools/crosshair-check`` gives it, has teeth on both
-kinds of contract in ``capture_ledger.spec.contracts``: one on ``step`` with inputs drawn from small pools,
+kinds of contract in ``capture_ledger.spec.core.contracts``: one on ``step`` with inputs drawn from small
+pools,
 one on the ID rule with symbolic strings. Each misstates one requirement; nothing else imports this module.
 """
 
 from __future__ import annotations
 
-from capture_ledger.spec.contracts import batch_of, first_seen, state_of
-from capture_ledger.spec.errors import InvalidRolloutIdError
-from capture_ledger.spec.ids import validate_rollout_id
-from capture_ledger.spec.model import Ok, Removal, Retire, step
+from capture_ledger.spec.core.contracts import batch_of, first_seen, state_of
+from capture_ledger.spec.core.errors import InvalidRolloutIdError
+from capture_ledger.spec.core.ids import validate_rollout_id
+from capture_ledger.spec.core.model import Ok, Removal, Retire, step
 
 __all__ = ["ids_may_start_with_any_allowed_character", "retire_reports_every_id_removed"]
 

@@ -1,0 +1,4 @@
+"""The ``capture-ledger`` command line: the dispatcher (``main``) and one module per command.
+
+Nothing imports this package but the console script; each command imports what it needs when it runs.
+"""

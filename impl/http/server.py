@@ -1,0 +1,297 @@
+"""The HTTP control plane: FastAPI routes that read manifests, retire and delete (SPEC.md R-HTTP-1..3).
+
+``create_app(ledger, auth_token=...)`` serves any ``CaptureLedger`` (sync or async methods) under
+``/training-token-capture/control``:
+
+- ``GET  /rollouts/{rollout_id}/manifest`` -> 200 manifest; 400 invalid ID; 410 retired (R-READ-3).
+- ``POST /rollouts/retire`` and ``POST /rollouts/delete`` with ``{"rollout_ids": [...]}`` -> 200
+  ``{"removed", "absent"}``; 422 for a malformed body (not an object, unknown field, not a list of
+  strings, empty, more than ``MAX_LEDGER_BATCH`` IDs); 400 for an invalid ID, nothing changed (R-BATCH-2).
+- ``GET  /metrics`` (Prometheus text, ``capture_ledger.impl.http.metrics``) and ``GET /openapi.json``.
+
+Every request, on every path, needs ``Authorization: Bearer <token>``, compared in constant time; anything
+else is 401 before the request reaches a route (R-HTTP-2). Ledger calls run in a worker thread, or are
+awaited when the ledger's methods are coroutines, so a slow fsync never blocks the event loop. Errors map
+by class to one status each (``STATUS_BY_ERROR``), and a ``TypeError`` or ``ValueError`` from the ledger
+is a 400: bad input never produces a 500 (R-HTTP-3).
+
+Not guaranteed: atomicity of a batch across IDs (R-CONC-1: a request that fails in the store part-way,
+with an ``OSError``, may have retired some IDs; resend it); anything about other workers' caches (each
+worker process serves its own handle on the shared directory); TLS (bind to loopback or put a proxy in
+front).
+"""
+
+from __future__ import annotations
+
+import hmac
+import inspect
+from typing import Annotated, Any
+
+from capture_ledger.impl.http.auth import validate_bearer_token
+from capture_ledger.impl.http.metrics import CONTENT_TYPE, LedgerMetrics
+from capture_ledger.spec.core.errors import (
+    CaptureLedgerError,
+    ConflictingRecordError,
+    InvalidRolloutIdError,
+    RolloutRetiredError,
+)
+from capture_ledger.spec.core.ids import MAX_LEDGER_BATCH, validate_rollout_id, validate_rollout_ids
+from fastapi import FastAPI, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = [
+    "PREFIX",
+    "STATUS_BY_ERROR",
+    "ErrorBody",
+    "ManifestBody",
+    "RemovalBody",
+    "RemovalRequest",
+    "create_app",
+]
+
+#: Where the control routes live (the upstream model server's path).
+PREFIX = "/training-token-capture/control"
+
+#: One status per error class, most specific first (R-HTTP-3; the client maps them back, R-HTTP-5).
+STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
+    (RolloutRetiredError, 410),
+    (InvalidRolloutIdError, 400),
+    (ConflictingRecordError, 409),
+    (CaptureLedgerError, 400),
+)
+
+
+class RemovalRequest(BaseModel):
+    """The body of ``retire`` and ``delete``: a list of 1 to ``MAX_LEDGER_BATCH`` rollout IDs."""
+
+    model_config = ConfigDict(extra="forbid")
+    rollout_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_LEDGER_BATCH)]
+
+
+class RemovalBody(BaseModel):
+    """Which IDs had ledger rows (``removed``) and which did not (``absent``), in first-seen order."""
+
+    removed: list[str]
+    absent: list[str]
+
+
+class FailureBody(BaseModel):
+    """A failed model call."""
+
+    model_call_id: str
+    reason: str
+
+
+class ManifestBody(BaseModel):
+    """A rollout's rows in append order; empty lists for a rollout the server never saw."""
+
+    rollout_id: str
+    records: list[dict[str, Any]]
+    failures: list[FailureBody]
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx answer: a sentence, the error's class name, and the rollout ID when there is one."""
+
+    detail: Any
+    error: str
+    rollout_id: str | None = None
+
+
+def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        400: "An invalid rollout ID (or another input the ledger refused); nothing was changed.",
+        401: "Missing or wrong bearer token.",
+        409: "The ledger refused the call because of the rollout's state.",
+        410: "The rollout is retired: its ledger is gone, not empty.",
+        422: "A malformed body: not an object, an unknown field, not a list of strings, an empty list, "
+        f"or more than {MAX_LEDGER_BATCH} IDs.",
+    }
+    return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
+
+
+def _status_of(error: BaseException) -> int:
+    for kind, status in STATUS_BY_ERROR:
+        if isinstance(error, kind):
+            return status
+    return 400
+
+
+def _error_response(status: int, error: BaseException, detail: Any = None) -> JSONResponse:
+    rollout_id = getattr(error, "rollout_id", None)
+    body = ErrorBody(
+        detail=str(error) if detail is None else detail,
+        error=type(error).__name__,
+        rollout_id=rollout_id if isinstance(rollout_id, str) else None,
+    )
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+class _LedgerRefusedError(Exception):
+    """A ``TypeError`` or ``ValueError`` the ledger raised: the input's fault, so a 400 (R-HTTP-3)."""
+
+    def __init__(self, error: TypeError | ValueError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _BearerAuth:
+    """ASGI middleware: 401 for any request without the right bearer token (R-HTTP-2).
+
+    It runs before routing and body parsing, so a stranger learns nothing, not even which paths exist.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str) -> None:
+        self.app = app
+        self._token = token.encode("ascii")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and not self._authorized(scope):
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+            return
+        if scope["type"] == "http" and not self._authorized(scope):
+            response = JSONResponse(
+                {"detail": "missing or wrong bearer token", "error": "Unauthorized", "rollout_id": None},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        values = [value for name, value in scope.get("headers", ()) if name.lower() == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, credentials = bytes(values[0]).strip().partition(b" ")
+        # compare_digest on bytes: constant time in the token's length, and no TypeError on non-ASCII.
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._token)
+
+
+def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = None) -> FastAPI:
+    """The control-plane app serving ``ledger``.
+
+    Args:
+        ledger: a ``CaptureLedger``; its methods may be coroutines.
+        auth_token: the bearer token every request must carry (RFC 6750 token characters).
+        metrics: the registry to report into; by default a new one. The hosting model server can write
+            through ``app.state.metrics.instrument(ledger)`` so that ``record`` is timed too.
+
+    Returns:
+        The app; ``app.state.ledger`` and ``app.state.metrics`` hold what it serves.
+
+    Raises:
+        ValueError: ``auth_token`` is empty or not a valid bearer token (starting without one is refused).
+    """
+    try:
+        validate_bearer_token(auth_token)
+    except ValueError as error:
+        raise ValueError(f"refusing to serve the control plane: {error}") from error
+    metrics = metrics or LedgerMetrics(ledger)
+    timed = metrics.instrument(ledger)
+    app = FastAPI(
+        title="capture-ledger control plane",
+        version="1",
+        description="Read manifests, retire and delete capture ledgers. Every route needs a bearer token.",
+        openapi_url=None,  # served below, under the prefix and behind the token
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.ledger = ledger
+    app.state.metrics = metrics
+    bearer = Security(HTTPBearer(auto_error=False, description="The server's bearer token."))
+
+    async def call(name: str, *args: Any) -> Any:
+        try:
+            if inspect.iscoroutinefunction(getattr(ledger, name)):
+                return await getattr(timed, name)(*args)
+            result = await run_in_threadpool(getattr(timed, name), *args)
+            return await result if inspect.isawaitable(result) else result
+        except CaptureLedgerError:
+            raise
+        except (TypeError, ValueError) as error:
+            raise _LedgerRefusedError(error) from error
+
+    @app.get(
+        f"{PREFIX}/rollouts/{{rollout_id}}/manifest",
+        response_model=ManifestBody,
+        responses=_responses(400, 401, 410),
+        dependencies=[bearer],
+        summary="Read a rollout's manifest",
+        tags=["rollouts"],
+    )
+    async def read_manifest(rollout_id: str) -> JSONResponse:
+        validate_rollout_id(rollout_id)  # before the ledger sees it (R-ID-1)
+        return JSONResponse(await call("manifest", rollout_id))
+
+    async def remove(operation: str, body: RemovalRequest) -> JSONResponse:
+        batch = validate_rollout_ids(body.rollout_ids)  # whole batch before any change (R-BATCH-2)
+        result = await call(operation, batch)
+        removal = {"removed": list(result["removed"]), "absent": list(result["absent"])}
+        metrics.count_removal(operation, removal)
+        return JSONResponse(removal)
+
+    @app.post(
+        f"{PREFIX}/rollouts/retire",
+        response_model=RemovalBody,
+        responses=_responses(400, 401, 422),
+        dependencies=[bearer],
+        summary="Retire rollouts: remove their ledgers and fence late writes",
+        tags=["rollouts"],
+    )
+    async def retire(body: RemovalRequest) -> JSONResponse:
+        return await remove("retire", body)
+
+    @app.post(
+        f"{PREFIX}/rollouts/delete",
+        response_model=RemovalBody,
+        responses=_responses(400, 401, 422),
+        dependencies=[bearer],
+        summary="Delete rollouts: remove their ledgers and fences",
+        tags=["rollouts"],
+    )
+    async def delete(body: RemovalRequest) -> JSONResponse:
+        return await remove("delete", body)
+
+    @app.get(
+        f"{PREFIX}/metrics",
+        response_class=Response,
+        responses={200: {"content": {CONTENT_TYPE: {}}}, **_responses(401)},
+        dependencies=[bearer],
+        summary="Prometheus metrics of this worker",
+        tags=["operations"],
+    )
+    async def read_metrics() -> Response:
+        return Response(await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE)
+
+    @app.get(f"{PREFIX}/openapi.json", include_in_schema=False)
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    async def on_ledger_error(request: Request, error: Exception) -> JSONResponse:
+        return _error_response(_status_of(error), error)
+
+    async def on_refused(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, _LedgerRefusedError)
+        return _error_response(400, error.error)
+
+    async def on_invalid_body(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, RequestValidationError)
+        # Echo where and why, never the input itself (it may be a 4096-ID list).
+        problems = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+            for e in error.errors()
+        ]
+        return JSONResponse({"detail": problems, "error": "RequestValidationError"}, status_code=422)
+
+    for kind, _status in STATUS_BY_ERROR:
+        app.add_exception_handler(kind, on_ledger_error)
+    app.add_exception_handler(_LedgerRefusedError, on_refused)
+    app.add_exception_handler(RequestValidationError, on_invalid_body)
+    app.add_middleware(_BearerAuth, token=auth_token)
+    return app

@@ -1,0 +1,427 @@
+"""``FileLineageStore``: the production file-backed ledger (SPEC.md §Store, R-STORE-1..8; DESIGN.md §5).
+
+One directory holds ``<id>.lineage.jsonl`` ledgers (``lines``), empty ``<id>.lineage.retired`` fences and
+a fixed set of striped lock files (``locks``). Every operation on a rollout runs under its stripe's lock,
+which excludes other threads and other processes; every file-system call goes through the ``FileSystem``
+seam (``fs``); the order of creates, syncs and unlinks is decided in ``ordering``. Each handle caches
+parsed rows (``cache``) and re-validates them under the lock, so handles in several processes on one
+directory behave as the workers of one model server.
+
+Guaranteed (given the persistence model of DESIGN.md §6): a returned ``record`` is durable; a returned
+``retire`` leaves its batch Retired and no later write re-creates a ledger until a delete (R-CONC-2); a
+returned ``delete`` leaves its batch Absent. Not guaranteed: atomicity of a batch across IDs (R-CONC-1);
+exclusion on network file systems whose ``flock`` is node-local (use node-local directories); durability
+of fences on a file system without a journal unless ``fence_sync="file"`` or ``"syncfs"`` (DESIGN.md §7).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from capture_ledger.impl.store import ordering
+from capture_ledger.impl.store.cache import CachedLedger, LedgerCache
+from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem
+from capture_ledger.impl.store.lines import decode, encode, fence_name, ledger_name
+from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot
+from capture_ledger.impl.store.ordering import FENCE_SYNCS, FenceSync, StoreVariant
+from capture_ledger.spec.core.errors import ConflictingRecordError, RolloutRetiredError
+from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
+from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
+from capture_ledger.spec.core.protocol import FailureRow, Manifest, RolloutRemoval
+from capture_ledger.spec.core.rows import (
+    canonical_json,
+    row_staging_key,
+    validate_failure,
+    validate_model_call_id,
+    validate_row,
+)
+
+__all__ = [
+    "DEFAULT_CACHE_ROLLOUTS",
+    "DEFAULT_CACHE_ROWS",
+    "FileLineageStore",
+    "OperationCounts",
+    "StoreStatistics",
+    "open_file_store",
+]
+
+logger = logging.getLogger("capture_ledger.impl.store.file_store")
+
+#: Default cache bounds per handle: about the in-flight rollouts of one worker, and their rows.
+DEFAULT_CACHE_ROLLOUTS = 2048
+DEFAULT_CACHE_ROWS = 65536
+
+_OPERATIONS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperationCounts:
+    """Calls served by one handle, per operation (including calls that raised)."""
+
+    record: int = 0
+    record_failure: int = 0
+    admit: int = 0
+    manifest: int = 0
+    has_rows: int = 0
+    retire: int = 0
+    delete: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreStatistics:
+    """A snapshot of one handle's counters (``FileLineageStore.statistics``)."""
+
+    cached_rollouts: int
+    cached_rows: int
+    fences_written: int
+    late_writes_discarded: int
+    operations: OperationCounts
+
+
+class FileLineageStore:
+    """A ``CaptureLedger`` kept in a lineage directory, shared by handles in any number of processes.
+
+    Args:
+        directory: the lineage directory (created if missing). With ``fs``, it only names the place.
+        fs: the effects seam; default ``OsFileSystem(directory, stripes=stripes)``, closed by ``close``.
+        stripes: lock stripes when ``fs`` is not given; every process on one directory must agree.
+        cache_rollouts: most rollouts whose parsed rows this handle keeps (0 disables the cache).
+        cache_rows: most rows kept over all cached rollouts.
+        variant: guards and ordering steps; FOR STUDY ONLY (``StoreVariant``).
+        fence_sync: how retire makes new fences durable: ``"directory"``, ``"file"`` or ``"syncfs"``.
+
+    Raises:
+        ValueError: a bound is negative, ``stripes`` is below 1, or ``fence_sync`` is unknown.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fs: FileSystem | None = None,
+        stripes: int = 64,
+        cache_rollouts: int = DEFAULT_CACHE_ROLLOUTS,
+        cache_rows: int = DEFAULT_CACHE_ROWS,
+        variant: StoreVariant = StoreVariant(),  # noqa: B008 - frozen, shared default is safe
+        fence_sync: FenceSync = "directory",
+    ) -> None:
+        if fence_sync not in FENCE_SYNCS:
+            raise ValueError(f"fence_sync must be one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}")
+        self._cache = LedgerCache(max_rollouts=cache_rollouts, max_rows=cache_rows)  # validates first
+        self.directory = pathlib.Path(directory)
+        self._owned: OsFileSystem | None = None
+        if fs is None:
+            self._owned = OsFileSystem(self.directory, stripes=stripes)
+            fs = self._owned
+        self._fs: FileSystem = fs
+        self._stripes = fs.stripes
+        self._variant = variant
+        self._fence_sync: FenceSync = fence_sync
+        self._counts_lock = threading.Lock()
+        self._counts = dict.fromkeys(_OPERATIONS, 0)
+        self._fences_written = 0
+        self._discarded = 0
+
+    # ------------------------------------------------------------------------------------ life cycle
+    def close(self) -> None:
+        """Forget cached rows and close the descriptors this handle opened. The lock files stay."""
+        self._cache.clear()
+        if self._owned is not None:
+            self._owned.close_all()
+            self._owned = None
+
+    def __enter__(self) -> FileLineageStore:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def variant(self) -> StoreVariant:
+        """The guards this handle runs with (the default in production)."""
+        return self._variant
+
+    def statistics(self) -> StoreStatistics:
+        """This handle's counters and cache size now."""
+        rollouts, rows = self._cache.size()
+        with self._counts_lock:
+            return StoreStatistics(
+                cached_rollouts=rollouts,
+                cached_rows=rows,
+                fences_written=self._fences_written,
+                late_writes_discarded=self._discarded,
+                operations=OperationCounts(**self._counts),
+            )
+
+    def _served(self, operation: str, *, fences: int = 0, discarded: int = 0) -> None:
+        with self._counts_lock:
+            self._counts[operation] += 1
+            self._fences_written += fences
+            self._discarded += discarded
+
+    # ----------------------------------------------------------------------------------------- writes
+    def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
+        """Append ``row`` to the rollout's ledger (R-WRITE-1..6).
+
+        Raises:
+            InvalidRolloutIdError: the ID is invalid.
+            TypeError, ValueError: the row is not a valid row (nothing is written).
+            ConflictingRecordError: a different row holds its ``model_call_id``.
+            OSError: the file system failed; the row may or may not be durable.
+        """
+        self._served("record")
+        validate_rollout_id(rollout_id)
+        plain = validate_row(row)
+        entry = RecordEntry(plain["model_call_id"], canonical_json(plain))
+        self._write(rollout_id, entry, row_staging_key(plain))
+
+    def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
+        """Append ``{"model_call_id", "reason"}`` unless the identical failure is there (R-WRITE-7).
+
+        Raises:
+            InvalidRolloutIdError: the ID is invalid.
+            TypeError, ValueError: either argument is not a non-empty string.
+            OSError: the file system failed.
+        """
+        self._served("record_failure")
+        validate_rollout_id(rollout_id)
+        entry = FailureEntry(*validate_failure(model_call_id, reason))
+        self._write(rollout_id, entry, None)
+
+    def _write(self, rollout_id: str, entry: Entry, key: str | None) -> None:
+        if self._write_locked(rollout_id, entry):
+            # Logged after the stripe is released: a slow or blocked log handler (a full pipe, a remote
+            # sink) must never stall the other writers and the retires of that stripe (R-WRITE-5).
+            logger.warning(
+                "discarded a late write to retired rollout %s (staging key %s)",
+                rollout_id,
+                key if key is not None else "none",
+            )
+
+    def _write_locked(self, rollout_id: str, entry: Entry) -> bool:
+        """Apply one write under the rollout's lock; ``True`` when a fence discarded it (R-WRITE-4)."""
+        fs = self._fs
+        stripe, slot = rollout_slot(rollout_id, self._stripes)
+        name = ledger_name(rollout_id)
+        line = encode(entry)
+        fs.lock(stripe)
+        try:
+            generation = fs.generation(stripe, slot)
+            fd = fs.open_append(name, create=False)
+            if fd is None:
+                # No ledger, so no rows: the one case in which a write looks for the fence (R-WRITE-6).
+                if self._fenced_for_write(rollout_id):
+                    return True
+                stat = ordering.create_ledger(fs, name, line, variant=self._variant)
+                cached = CachedLedger(inode=stat.inode, end=stat.size, generation=generation)
+                cached.extend([entry])
+                self._cache.put(rollout_id, cached)
+                return False
+            try:
+                stat = fs.fstat(fd)
+                loaded = self._load(rollout_id, generation, known=stat)
+                if loaded is None:  # pragma: no cover - the file is open and we hold the lock
+                    raise FileNotFoundError(name)
+                if not loaded.entries and self._fenced_for_write(rollout_id):
+                    self._cache.put(rollout_id, loaded)
+                    return True
+                if _already_there(loaded, entry, rollout_id):
+                    ordering.confirm_existing(fs, fd, variant=self._variant)
+                    self._cache.put(rollout_id, loaded)
+                    return False
+                torn_end = loaded.end if stat.size > loaded.end else None
+                ordering.append_line(
+                    fs, fd, line, torn_end=torn_end, first_row=not loaded.entries, variant=self._variant
+                )
+            finally:
+                fs.close(fd)
+            loaded.end += len(line)
+            loaded.extend([entry])
+            self._cache.put(rollout_id, loaded)
+            return False
+        finally:
+            fs.unlock(stripe)
+
+    def _fenced_for_write(self, rollout_id: str) -> bool:
+        """Whether a write to a rollout without rows is discarded by a fence (R-WRITE-4, R-WRITE-6)."""
+        if not self._variant.fence_lookup_on_write or self._fs.stat(fence_name(rollout_id)) is None:
+            return False
+        with self._counts_lock:
+            self._discarded += 1
+        return True
+
+    # ------------------------------------------------------------------------------------------ reads
+    def admit(self, rollout_id: str, model_call_id: str) -> str | None:
+        """The staging key for a new capture, or ``None`` when a fence exists (R-ADMIT-1..2)."""
+        self._served("admit")
+        validate_rollout_id(rollout_id)
+        validate_model_call_id(model_call_id)
+        # One stat is atomic on its own: no lock needed.
+        if self._variant.admit_checks_fence and self._fs.stat(fence_name(rollout_id)) is not None:
+            return None
+        return staging_key(rollout_id, model_call_id)
+
+    def manifest(self, rollout_id: str) -> Manifest:
+        """The rollout's rows in append order (R-READ-1..3).
+
+        Raises:
+            InvalidRolloutIdError: the ID is invalid.
+            RolloutRetiredError: the rollout is Retired.
+        """
+        self._served("manifest")
+        entries = self._read(validate_rollout_id(rollout_id))
+        records: list[dict[str, Any]] = []
+        failures: list[FailureRow] = []
+        for entry in entries:
+            if isinstance(entry, RecordEntry):
+                records.append(json.loads(entry.canonical))
+            else:
+                failures.append({"model_call_id": entry.model_call_id, "reason": entry.reason})
+        return {"rollout_id": rollout_id, "records": records, "failures": failures}
+
+    def has_rows(self, rollout_id: str) -> bool:
+        """Whether the rollout is Live (R-READ-4); ``RolloutRetiredError`` when Retired."""
+        self._served("has_rows")
+        return bool(self._read(validate_rollout_id(rollout_id)))
+
+    def _read(self, rollout_id: str) -> list[Entry]:
+        fs = self._fs
+        stripe, slot = rollout_slot(rollout_id, self._stripes)
+        fs.lock(stripe)
+        try:
+            loaded = self._load(rollout_id, fs.generation(stripe, slot), known=None)
+            if loaded is not None:
+                self._cache.put(rollout_id, loaded)
+                if loaded.entries:
+                    return list(loaded.entries)
+            if fs.stat(fence_name(rollout_id)) is not None:
+                raise RolloutRetiredError(rollout_id)  # R-READ-3
+            return []
+        finally:
+            fs.unlock(stripe)
+
+    def _load(self, rollout_id: str, generation: int, *, known: FileStat | None) -> CachedLedger | None:
+        """Under the lock: the ledger's current entries, from the cache and the new tail only.
+
+        ``known`` is the ledger's ``FileStat`` when the caller already has it open. Returns ``None`` when
+        no ledger file exists. The result is not yet in the cache; the caller puts it there.
+        """
+        fs = self._fs
+        name = ledger_name(rollout_id)
+        cached = self._cache.get(rollout_id)
+        coherent = self._variant.cache_coherence
+        if cached is not None and coherent and cached.generation != generation:
+            cached = None  # another handle removed this ledger since (R-STORE-7)
+        if cached is not None:
+            stat = known if known is not None else fs.stat(name)
+            if stat is None:
+                if coherent:
+                    self._cache.drop(rollout_id)
+                    return None
+                return cached
+            if not coherent or (stat.inode == cached.inode and stat.size >= cached.end):
+                if stat.size == cached.end:
+                    return cached  # the hot path: nothing new, nothing read
+                got = fs.read(name, cached.end)
+                if got is not None and (not coherent or got[0].inode == cached.inode):
+                    decoded = decode(got[1], start=cached.end, name=name)
+                    cached.extend(decoded.entries)
+                    cached.end = decoded.end
+                    return cached
+        self._cache.drop(rollout_id)
+        got = fs.read(name, 0)
+        if got is None:
+            return None
+        stat, data = got
+        decoded = decode(data, name=name)
+        fresh = CachedLedger(inode=stat.inode, end=decoded.end, generation=generation)
+        fresh.extend(decoded.entries)
+        return fresh
+
+    # -------------------------------------------------------------------------------------- removals
+    def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        """Make every ID Retired: fence it, sync, then remove its ledger (R-RETIRE-1..4, R-STORE-4).
+
+        Raises:
+            TypeError: a bare string or a non-sequence (R-BATCH-1).
+            InvalidRolloutIdError: any ID is invalid; nothing was changed (R-BATCH-2).
+            OSError: the file system failed; retry the same batch.
+        """
+        batch = validate_rollout_ids(rollout_ids)
+        outcome = ordering.retire(
+            self._fs, batch, _Rollouts(self), variant=self._variant, fence_sync=self._fence_sync
+        )
+        self._served("retire", fences=outcome.fences_written)
+        return {"removed": outcome.removed, "absent": outcome.absent}
+
+    def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        """Make every ID Absent: remove ledger and fence, then sync (R-DELETE-1..3, R-STORE-5).
+
+        Raises:
+            TypeError: a bare string or a non-sequence (R-BATCH-1).
+            InvalidRolloutIdError: any ID is invalid; nothing was changed (R-BATCH-2).
+            OSError: the file system failed; retry the same batch.
+        """
+        batch = validate_rollout_ids(rollout_ids)
+        outcome = ordering.delete(self._fs, batch, _Rollouts(self), variant=self._variant)
+        self._served("delete")
+        return {"removed": outcome.removed, "absent": outcome.absent}
+
+    def _probe(self, rollout_id: str) -> tuple[bool, bool]:
+        cached = self._cache.get(rollout_id)
+        if cached is not None and cached.entries:
+            if not self._variant.cache_coherence:
+                return True, True
+            if cached.generation == self._fs.generation(*rollout_slot(rollout_id, self._stripes)):
+                return True, True  # rows vanish only by a removal, which bumps the generation
+        # Uncached: a removal needs to know only whether a complete line exists, not to parse them all
+        # (a corrupt ledger is removed like any other; reads are what report corruption).
+        got = self._fs.read(ledger_name(rollout_id), 0)
+        if got is None:
+            return False, False
+        return b"\n" in got[1], True
+
+
+class _Rollouts:
+    """The store's side of ``ordering.LockedRollouts``."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: FileLineageStore) -> None:
+        self._store = store
+
+    def slot(self, rollout_id: str) -> RolloutSlot:
+        return rollout_slot(rollout_id, self._store._stripes)
+
+    def probe(self, rollout_id: str) -> tuple[bool, bool]:
+        return self._store._probe(rollout_id)
+
+    def forget(self, rollout_id: str) -> None:
+        self._store._cache.drop(rollout_id)
+
+
+def _already_there(loaded: CachedLedger, entry: Entry, rollout_id: str) -> bool:
+    """R-WRITE-3 and R-WRITE-7: an identical row is a no-op; a different record raises."""
+    if isinstance(entry, RecordEntry):
+        existing = loaded.records.get(entry.model_call_id)
+        if existing is None:
+            return False
+        if existing == entry.canonical:
+            return True
+        raise ConflictingRecordError(rollout_id, entry.model_call_id)
+    return entry in loaded.failures
+
+
+def open_file_store(workspace: pathlib.Path) -> FileLineageStore:
+    """Open a ``FileLineageStore`` handle on ``workspace`` (the default ``capture-ledger verify`` target)."""
+    return FileLineageStore(workspace)

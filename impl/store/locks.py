@@ -1,0 +1,65 @@
+"""Lock stripes chosen by a stable hash (SPEC.md R-STORE-2, R-STORE-7; DESIGN.md §5 and §7).
+
+Every rollout ID maps to one of a fixed number of lock stripes, and to one removal-counter slot inside that
+stripe's lock file. The hash is ``zlib.crc32`` of the ID's UTF-8 bytes, not Python's ``hash()``, which is
+salted per process (``PYTHONHASHSEED``): every process sharing a directory must agree on the stripe, or two
+workers could hold "the" lock of one rollout at once.
+
+The locks themselves are the seam's (``FileSystem.lock``): ``OsFileSystem`` takes a ``threading.Lock`` and
+then ``fcntl.flock`` on a lock file it holds open, because ``flock`` alone does not exclude threads sharing
+a descriptor and ``filelock`` costs 100× more per acquisition (docs/locks.md). ``stripe_lock`` is the one
+way the store holds a stripe.
+
+Not guaranteed: fairness, or exclusion between processes that were opened with different stripe counts
+(every process must use the same ``stripes``; the store refuses nothing, it cannot know).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from capture_ledger.impl.store.fs import GENERATION_SLOTS, FileSystem
+
+__all__ = ["RolloutSlot", "rollout_slot", "stripe_lock", "stripe_of"]
+
+#: ``(stripe, slot)``: the lock stripe of a rollout ID and its removal-counter slot in that stripe.
+RolloutSlot = tuple[int, int]
+
+
+def _crc(rollout_id: str) -> int:
+    return zlib.crc32(rollout_id.encode("utf-8"))
+
+
+def stripe_of(rollout_id: str, stripes: int) -> int:
+    """The lock stripe of ``rollout_id`` among ``stripes``: the same in every process (R-STORE-2).
+
+    Args:
+        rollout_id: a valid rollout ID.
+        stripes: the number of stripes, at least 1.
+
+    Returns:
+        An integer in ``range(stripes)``.
+    """
+    return _crc(rollout_id) % stripes
+
+
+def rollout_slot(rollout_id: str, stripes: int) -> RolloutSlot:
+    """The stripe and the removal-counter slot of ``rollout_id`` (R-STORE-2, R-STORE-7).
+
+    The slot uses the hash bits above the stripe's, so IDs sharing a stripe rarely share a slot, and a
+    removal rarely invalidates another rollout's cached rows.
+    """
+    crc = _crc(rollout_id)
+    return crc % stripes, (crc // stripes) % GENERATION_SLOTS
+
+
+@contextmanager
+def stripe_lock(fs: FileSystem, stripe: int) -> Iterator[None]:
+    """Hold lock stripe ``stripe`` of ``fs`` for the ``with`` block."""
+    fs.lock(stripe)
+    try:
+        yield
+    finally:
+        fs.unlock(stripe)

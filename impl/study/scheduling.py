@@ -1,0 +1,379 @@
+"""The turn token of the interleaving scheduler (SPEC.md R-CONC-1..3, R-STORE-2; issue 5 item 3).
+
+Each scheduled thread runs store operations on its own handle, whose effects seam is wrapped in
+``SchedulingFileSystem``: before **every** call through the seam, and before each operation starts, the
+calling thread *parks* and waits for the turn token. The ``Controller`` (the caller's thread) waits until
+every scheduled thread is parked or finished, so between two grants exactly one thread runs, and the
+directory is in a state between two seam calls. Then it picks one *enabled* thread and hands it the token.
+
+A thread whose next call is ``lock(s)`` while another scheduled thread holds stripe ``s`` is not enabled:
+the controller tracks lock ownership from the seam calls themselves, so the real ``flock`` is never
+contended and a schedule can never deadlock on it (a cycle of waits is reported as a deadlock instead).
+
+A *schedule* is a list of choices, one per decision (a point where at least two threads are enabled).
+``ChoiceSchedule`` reads each choice as an index into the enabled threads (modulo their number: any list
+of integers is a schedule, so Hypothesis can generate and shrink them); ``ThreadSchedule`` names thread
+IDs (the exhaustive explorer's replay). When the list runs out, ``default_choice`` continues the thread
+that ran last if it is still enabled and otherwise the lowest enabled thread: the empty schedule runs the
+threads one after another. A *preemption* is a decision that switches away from a thread that could
+continue. Scenarios, runs and their judgement are ``interleave``'s.
+
+Not guaranteed: schedules of code that does not go through the seam (the store's pure Python between two
+seam calls runs atomically here), or fairness: a thread that blocks on anything but a seam lock stalls the
+run until ``timeout``, which is then reported as a ``SchedulerError``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from capture_ledger.impl.store.fs import FileStat, FileSystem
+from capture_ledger.impl.study.histories import HistoryRecorder
+from capture_ledger.spec.core.model import Operation
+
+__all__ = [
+    "ChoiceSchedule",
+    "Controller",
+    "Decision",
+    "Schedule",
+    "SchedulerError",
+    "SchedulingFileSystem",
+    "SeamCall",
+    "ThreadSchedule",
+    "TraceStep",
+    "default_choice",
+    "worker",
+]
+
+
+class SchedulerError(Exception):
+    """A run could not be scheduled: deadlock, a thread that never parked, or a non-replayable store."""
+
+
+class _Aborted(BaseException):
+    """Raised in parked threads when the controller gives up, so that they unwind and end."""
+
+
+@dataclass(frozen=True, slots=True)
+class SeamCall:
+    """One scheduling point: a seam call (``lock``, ``stat``, ...) or an operation boundary.
+
+    ``invoke`` (before an operation starts; a scheduling point) and ``return`` (after it returned; not a
+    scheduling point) carry the operation and its result. Descriptors are shown as the file they name.
+    """
+
+    name: str
+    args: tuple[object, ...] = ()
+
+    def __repr__(self) -> str:
+        return f"{self.name}({', '.join(repr(a) for a in self.args)})"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceStep:
+    """What one thread did at one scheduling point, and what the call returned."""
+
+    thread: int
+    call: SeamCall
+    result: object = None
+
+    def __str__(self) -> str:
+        shown = "" if self.call.name in ("invoke", "return") else f" -> {self.result!r}"
+        return f"T{self.thread} {self.call!r}{shown}"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A point where several threads were enabled: which, who ran last, and who was chosen."""
+
+    enabled: tuple[int, ...]
+    current: int | None
+    chosen: int
+    step: int = 0  # trace steps before this decision
+
+    @property
+    def preemptive(self) -> bool:
+        """Whether the choice switched away from a thread that could have continued."""
+        return self.preempts(self.chosen)
+
+    def preempts(self, thread: int) -> bool:
+        """Whether choosing ``thread`` here would be a preemption."""
+        return self.current in self.enabled and thread != self.current
+
+
+def default_choice(enabled: Sequence[int], current: int | None) -> int:
+    """The choice once a schedule runs out: the thread that ran last if enabled, else the lowest enabled.
+
+    Args:
+        enabled: the enabled threads, sorted.
+        current: the thread that ran last, if any.
+
+    Returns:
+        The thread to run.
+    """
+    return current if current is not None and current in enabled else enabled[0]
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceSchedule:
+    """Choices as indexes into the sorted enabled threads (modulo their number); then the default."""
+
+    choices: tuple[int, ...] = ()
+
+    def choose(self, index: int, enabled: Sequence[int], current: int | None) -> int:
+        """The thread to run at decision ``index``."""
+        if index < len(self.choices):
+            return enabled[self.choices[index] % len(enabled)]
+        return default_choice(enabled, current)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSchedule:
+    """Choices as thread IDs, which must be enabled when replayed; then the default."""
+
+    threads: tuple[int, ...] = ()
+
+    def choose(self, index: int, enabled: Sequence[int], current: int | None) -> int:
+        """The thread to run at decision ``index``.
+
+        Raises:
+            SchedulerError: the named thread is not enabled (the store did not replay the same way).
+        """
+        if index < len(self.threads):
+            if self.threads[index] not in enabled:
+                raise SchedulerError(f"decision {index}: T{self.threads[index]} not enabled in {enabled}")
+            return self.threads[index]
+        return default_choice(enabled, current)
+
+
+#: Either kind of schedule; both answer ``choose(index, enabled, current)``.
+Schedule = ChoiceSchedule | ThreadSchedule
+
+
+class Controller:
+    """The turn token and the bookkeeping of one run (see the module docstring).
+
+    ``run`` is called on the caller's thread; ``park``, ``note_result`` and ``finish`` on scheduled ones.
+    """
+
+    def __init__(self, threads: int, schedule: Schedule, *, timeout: float) -> None:
+        self.cond = threading.Condition()
+        self.threads = threads
+        self.schedule = schedule
+        self.timeout = timeout
+        self.idents: dict[int, int] = {}
+        self.pending: list[SeamCall | None] = [None] * threads
+        self.running: set[int] = set(range(threads))
+        self.done: set[int] = set()
+        self.turn: int | None = None
+        self.aborted = False
+        self.owner: dict[object, int] = {}  # stripe -> thread holding it
+        self.trace: list[TraceStep] = []
+        self.decisions: list[Decision] = []
+        self.errors: list[str] = []
+        self.ticks = 0
+
+    def clock(self) -> float:
+        # A logical clock: only the thread holding the turn reads it, so ticks are totally ordered and a
+        # replayed schedule yields the identical history.
+        self.ticks += 1
+        return float(self.ticks)
+
+    def thread_id(self) -> int | None:
+        return self.idents.get(threading.get_ident())
+
+    def park(self, tid: int, call: SeamCall) -> None:
+        with self.cond:
+            self.pending[tid] = call
+            self.running.discard(tid)
+            self.cond.notify_all()
+            while self.turn != tid:
+                if self.aborted:
+                    raise _Aborted
+                self.cond.wait()
+            self.turn = None
+        self.trace.append(TraceStep(tid, call))
+
+    def note_result(self, result: object) -> None:
+        # Only the thread holding the turn appends, so the last step is its own.
+        self.trace[-1] = dataclasses.replace(self.trace[-1], result=result)
+
+    def finish(self, tid: int) -> None:
+        with self.cond:
+            self.done.add(tid)
+            self.running.discard(tid)
+            self.cond.notify_all()
+
+    def enabled(self) -> list[int]:
+        ready = []
+        for tid in range(self.threads):
+            call = self.pending[tid]
+            if tid in self.done or call is None:
+                continue
+            if call.name == "lock" and call.args[0] in self.owner:
+                continue  # R-STORE-2 stripes: held by another scheduled thread (or re-entered: deadlock)
+            ready.append(tid)
+        return ready
+
+    def run(self, inspect: Callable[[], str | None]) -> None:
+        current: int | None = None
+        with self.cond:
+            while True:
+                if not self.cond.wait_for(lambda: not self.running, timeout=self.timeout):
+                    raise SchedulerError(f"T{sorted(self.running)} ran {self.timeout}s without a seam call")
+                if len(self.done) == self.threads:
+                    return
+                problem = inspect()
+                if problem is not None and problem not in self.errors:
+                    self.errors.append(problem)
+                enabled = self.enabled()
+                if not enabled:
+                    waits = {t: self.pending[t] for t in range(self.threads) if t not in self.done}
+                    raise SchedulerError(f"deadlock: {waits}, stripes held {self.owner}; {self.errors}")
+                chosen = enabled[0]
+                if len(enabled) > 1:
+                    chosen = self.schedule.choose(len(self.decisions), enabled, current)
+                    self.decisions.append(Decision(tuple(enabled), current, chosen, len(self.trace)))
+                call = self.pending[chosen]
+                assert call is not None
+                if call.name == "lock":
+                    self.owner[call.args[0]] = chosen
+                elif call.name == "unlock":
+                    self.owner.pop(call.args[0], None)
+                current = chosen
+                self.pending[chosen] = None
+                self.running.add(chosen)
+                self.turn = chosen
+                self.cond.notify_all()
+
+    def abort(self) -> None:
+        with self.cond:
+            self.aborted = True
+            self.cond.notify_all()
+
+
+class SchedulingFileSystem:
+    """A ``FileSystem`` that makes every call a scheduling point for threads the controller runs.
+
+    Calls from any other thread (setup, read-backs) pass straight through.
+    """
+
+    def __init__(self, inner: FileSystem, controller: Controller) -> None:
+        self.inner = inner
+        self.stripes = inner.stripes
+        self._controller = controller
+        self._names: dict[int, str] = {}
+
+    def _call(self, name: str, args: tuple[object, ...], run: Callable[[], Any]) -> Any:
+        tid = self._controller.thread_id()
+        if tid is None:
+            return run()
+        self._controller.park(tid, SeamCall(name, args))
+        result = run()
+        self._controller.note_result(result)
+        return result
+
+    def _opened(self, name: str, fd: int | None) -> int | None:
+        if fd is not None:
+            self._names[fd] = name
+        return fd
+
+    def _fd(self, fd: int) -> str:
+        return self._names.get(fd, f"fd{fd}")
+
+    def lock(self, stripe: int) -> None:
+        self._call("lock", (stripe,), lambda: self.inner.lock(stripe))
+
+    def unlock(self, stripe: int) -> None:
+        self._call("unlock", (stripe,), lambda: self.inner.unlock(stripe))
+
+    def stat(self, name: str) -> FileStat | None:
+        found: FileStat | None = self._call("stat", (name,), lambda: self.inner.stat(name))
+        return found
+
+    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        data: tuple[FileStat, bytes] | None = self._call(
+            "read", (name, offset), lambda: self.inner.read(name, offset)
+        )
+        return data
+
+    def open_append(self, name: str, *, create: bool) -> int | None:
+        fd: int | None = self._call(
+            "open_append",
+            (name, create),
+            lambda: self._opened(name, self.inner.open_append(name, create=create)),
+        )
+        return fd
+
+    def write(self, fd: int, data: bytes) -> None:
+        self._call("write", (self._fd(fd), data), lambda: self.inner.write(fd, data))
+
+    def fsync(self, fd: int) -> None:
+        self._call("fsync", (self._fd(fd),), lambda: self.inner.fsync(fd))
+
+    def close(self, fd: int) -> None:
+        self._call("close", (self._fd(fd),), lambda: self.inner.close(fd))
+
+    def create_file(self, name: str) -> int | None:
+        fd: int | None = self._call(
+            "create_file", (name,), lambda: self._opened(name, self.inner.create_file(name))
+        )
+        return fd
+
+    def unlink(self, name: str) -> bool:
+        removed: bool = self._call("unlink", (name,), lambda: self.inner.unlink(name))
+        return removed
+
+    def sync_dir(self) -> None:
+        self._call("sync_dir", (), self.inner.sync_dir)
+
+    def syncfs(self) -> None:
+        self._call("syncfs", (), self.inner.syncfs)
+
+    def listdir(self) -> list[str]:
+        names: list[str] = self._call("listdir", (), self.inner.listdir)
+        return names
+
+    def fstat(self, fd: int) -> FileStat:
+        found: FileStat = self._call("fstat", (self._fd(fd),), lambda: self.inner.fstat(fd))
+        return found
+
+    def truncate(self, fd: int, size: int) -> None:
+        self._call("truncate", (self._fd(fd), size), lambda: self.inner.truncate(fd, size))
+
+    def generation(self, stripe: int, slot: int) -> int:
+        value: int = self._call("generation", (stripe, slot), lambda: self.inner.generation(stripe, slot))
+        return value
+
+    def advance_generation(self, stripe: int, slot: int) -> None:
+        self._call("advance_generation", (stripe, slot), lambda: self.inner.advance_generation(stripe, slot))
+
+
+def worker(
+    controller: Controller, tid: int, handle: Any, ops: Sequence[Operation], recorder: HistoryRecorder
+) -> None:
+    """The body of scheduled thread ``tid``: run ``ops`` on ``handle``, each invocation a scheduling point.
+
+    Args:
+        controller: the run's controller.
+        tid: this thread's number (and its handle's).
+        handle: the store handle the operations run on.
+        ops: the operations, in order.
+        recorder: records each operation's invocation and return in the history.
+    """
+    controller.idents[threading.get_ident()] = tid
+    try:
+        for op in ops:
+            controller.park(tid, SeamCall("invoke", (op,)))
+            result, _ = recorder.call(tid, handle, op)
+            controller.trace.append(TraceStep(tid, SeamCall("return", (op, result))))
+    except _Aborted:
+        pass
+    except BaseException as error:  # an exception the spec allows no operation to raise
+        controller.errors.append(f"T{tid} raised {type(error).__name__}: {error}")
+    finally:
+        controller.finish(tid)

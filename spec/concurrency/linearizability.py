@@ -1,0 +1,518 @@
+"""A linearizability checker for recorded histories (SPEC.md R-CONC-1, judged against ``model``).
+
+``check_history(events)`` decides whether a history of concurrent calls (``history.Event``: invocation,
+return and result of each call) could have come from the sequential model, each call taking effect
+atomically at one instant between its invocation and its return.
+
+How (porcupine's design, after Wing & Gong and Lowe):
+
+* **Partition by rollout ID.** Every operation touches one ID, except ``retire`` and ``delete``, which are
+  per-ID linearizable and *not atomic across IDs* (R-CONC-1): a batch becomes one sub-operation per ID of
+  its (de-duplicated) batch, whose result is whether that ID was ``removed`` or ``absent``. IDs never
+  interact in the model, so the history is linearizable exactly when every partition is.
+* **Validation first.** A call rejected by validation (invalid ID, row, batch; R-BATCH-2) does not depend
+  on the state and changed nothing: it is judged on its own and leaves every partition.
+* **Search per partition**: the call and return entries in one doubly linked list sorted by time (a call
+  before a return at the same instant, so touching calls count as concurrent); a depth-first search
+  linearizes a pending call whose model result matches the observed one, backtracks at a return whose call
+  is not linearized yet, and memoises ``(linearized set as a bitset, state)`` so that no configuration is
+  explored twice.
+* **Unreturned calls** (``returned=None``) may take effect anywhere after their invocation or not at all:
+  their return is at +infinity and any result is accepted; the search stops once every returned call is
+  linearized (the unreturned rest then take effect "after the end", which nothing observed).
+* **Witnesses** are minimal: the failing partition is cut to its shortest failing prefix (in order of
+  invocation), whose last call is the *culprit*; then events are removed while the rest stays
+  non-linearizable and the culprit essential. So the witness is the culprit plus a linearizable set of
+  calls that makes its result impossible, and no single one of those calls can go (unless its absence is
+  a violation of its own, as a ``retire`` reporting ``removed`` with no write before it).
+
+Not guaranteed: a result within any time bound (the problem is NP-complete; a ``budget`` of search steps
+bounds the work and yields ``Unknown``); a globally minimal witness; judging clocks that the clients did
+not share (``history`` says which clocks are fit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from capture_ledger.spec.concurrency.history import Event, results_match
+from capture_ledger.spec.core.errors import InvalidRolloutIdError
+from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
+from capture_ledger.spec.core.model import (
+    ABSENT,
+    Admit,
+    Delete,
+    Discarded,
+    Entry,
+    Err,
+    ErrorKind,
+    FailureEntry,
+    HasRows,
+    Live,
+    ManifestValue,
+    Operation,
+    Record,
+    RecordEntry,
+    RecordFailure,
+    Removal,
+    Result,
+    Retire,
+    Retired,
+    RolloutState,
+    delete_one,
+    retire_one,
+    step_write,
+)
+from capture_ledger.spec.core.model import Ok as _ModelOk
+from capture_ledger.spec.core.rows import (
+    canonical_json,
+    row_staging_key,
+    validate_failure,
+    validate_model_call_id,
+    validate_row,
+)
+
+__all__ = [
+    "CheckResult",
+    "Ok",
+    "SubOperation",
+    "Unknown",
+    "Violation",
+    "check_history",
+    "partition",
+]
+
+# Errors that only validation produces: they depend on the arguments, never on the state (R-BATCH-2).
+_VALIDATION_ERRORS = frozenset({ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR})
+
+Apply = Callable[[RolloutState], tuple[RolloutState, Result]]
+
+
+# --------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True, slots=True)
+class Ok:
+    # The checker's verdict, named like porcupine's ``Ok``; not ``model.Ok``, a call's result.
+    """The history is linearizable."""
+
+    def __repr__(self) -> str:
+        return "Ok()"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """The history is not linearizable; ``witness`` is a minimal non-linearizable sub-history."""
+
+    rollout_id: str | None
+    witness: tuple[Event, ...]
+    explanation: str
+
+    def __repr__(self) -> str:
+        lines = [f"Violation(rollout_id={self.rollout_id!r}, explanation={self.explanation!r}, witness=["]
+        lines += [f"    {event!r}," for event in self.witness]
+        lines.append("])")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """The budget of search steps was spent before a verdict."""
+
+    spent: int
+
+
+CheckResult = Ok | Violation | Unknown
+
+
+# ------------------------------------------------------------------------------------ sub-operations
+class SubOperation(NamedTuple):
+    """One event's effect on one rollout ID: ``apply`` is the model's per-ID step (state -> state, result).
+
+    A ``NamedTuple`` rather than a frozen dataclass: a history of 100,000 calls makes as many, and a frozen
+    dataclass's ``__init__`` costs several times more.
+    """
+
+    event: int
+    rollout_id: str
+    invoked: float
+    returned: float  # math.inf when the call never returned
+    apply: Apply
+    observed: Result | None  # None: not checked (an unreturned call, or a retire's completion)
+    op: Operation
+    #: ``"fence"`` or ``"complete"`` for the two points of a retire (R-STATE-2); ``""`` otherwise.
+    stage: str = ""
+
+    @property
+    def label(self) -> str:
+        """The call, as valid Python; a batch names the ID this sub-operation stands for."""
+        if isinstance(self.op, Retire | Delete) and list(self.op.rollout_ids) != [self.rollout_id]:  # type: ignore[call-overload]
+            label = f"{self.op!r} on {self.rollout_id!r}"
+        else:
+            label = repr(self.op)
+        return f"{label} ({self.stage})" if self.stage else label
+
+
+def _manifest(entries: tuple[Entry, ...]) -> ManifestValue:
+    records = tuple(e.canonical for e in entries if isinstance(e, RecordEntry))
+    failures = tuple((e.model_call_id, e.reason) for e in entries if isinstance(e, FailureEntry))
+    return ManifestValue(records, failures)
+
+
+def _single_apply(op: object, rollout_id: str) -> Apply:
+    """The per-ID step of a valid single-ID operation, mirroring ``model.step`` (R-WRITE, R-ADMIT, R-READ)."""
+    if isinstance(op, Record | RecordFailure):
+        if isinstance(op, Record):
+            row = validate_row(op.row)
+            entry: Entry = RecordEntry(row["model_call_id"], canonical_json(row))
+            key = row_staging_key(row)
+        else:
+            entry = FailureEntry(*validate_failure(op.model_call_id, op.reason))
+            key = None
+        return lambda state: step_write(state, rollout_id, entry, key)
+    if isinstance(op, Admit):
+        admitted = staging_key(rollout_id, validate_model_call_id(op.model_call_id))
+
+        def admit(state: RolloutState) -> tuple[RolloutState, Result]:
+            fenced = isinstance(state, Retired) or (isinstance(state, Live) and state.fenced)
+            return state, _ModelOk(None if fenced else admitted)  # R-ADMIT-2
+
+        return admit
+    retired_error = Err(ErrorKind.ROLLOUT_RETIRED)
+    if isinstance(op, HasRows):
+        return lambda state: (
+            state,
+            retired_error if isinstance(state, Retired) else _ModelOk(isinstance(state, Live)),
+        )
+
+    def manifest(state: RolloutState) -> tuple[RolloutState, Result]:
+        if isinstance(state, Retired):
+            return state, retired_error  # R-READ-3
+        return state, _ModelOk(_manifest(state.entries if isinstance(state, Live) else ()))
+
+    return manifest
+
+
+def _batch_apply(one: Callable[[RolloutState], tuple[RolloutState, bool]]) -> Apply:
+    def apply(state: RolloutState) -> tuple[RolloutState, Result]:
+        after, removed = one(state)
+        return after, _ModelOk(removed)
+
+    return apply
+
+
+def _retire_fence(state: RolloutState) -> tuple[RolloutState, Result]:
+    # Phase 1 of a retire on one ID: a Live rollout becomes fenced (reads and writes as Live, admission
+    # refused, R-STATE-2); any other becomes Retired. ``removed`` is decided here.
+    if isinstance(state, Live):
+        return Live(state.entries, fenced=True), _ModelOk(True)
+    return retire_one(state)[0], _ModelOk(False)
+
+
+def _retire_complete(state: RolloutState) -> tuple[RolloutState, Result]:
+    # Phase 2: only a rollout still fenced is completed; one deleted (and maybe re-used) meanwhile is left
+    # alone (R-CONC-3). Composed with the fence, this is ``retire_one`` on every state.
+    if isinstance(state, Live) and state.fenced:
+        return retire_one(state)[0], _ModelOk(None)
+    return state, _ModelOk(None)
+
+
+_DELETE_APPLY = _batch_apply(delete_one)
+
+
+def _removal_shape_error(batch: list[str], removal: object) -> str | None:
+    if not isinstance(removal, Removal):
+        return f"returned {removal!r}, not a removal"
+    in_order = [i for i in batch if i in removal.removed] == list(removal.removed)
+    in_order = in_order and [i for i in batch if i in removal.absent] == list(removal.absent)
+    if not in_order or sorted((*removal.removed, *removal.absent)) != sorted(batch):
+        return (
+            f"reported removed={list(removal.removed)} absent={list(removal.absent)}, which is not the batch "
+            f"{batch} split in first-seen order (R-BATCH-3)"
+        )
+    return None
+
+
+def _prepare(op: Operation) -> Err | tuple[list[str], Apply]:
+    """Validate ``op`` as ``model.step`` does: a validation error, or its IDs and its per-ID step."""
+    if isinstance(op, Retire | Delete):
+        try:
+            batch = validate_rollout_ids(op.rollout_ids)  # R-BATCH-1..3
+        except InvalidRolloutIdError:
+            return Err(ErrorKind.INVALID_ROLLOUT_ID)
+        except TypeError:
+            return Err(ErrorKind.TYPE_ERROR)
+        return batch, _retire_fence if isinstance(op, Retire) else _DELETE_APPLY
+    try:
+        rollout_id = validate_rollout_id(op.rollout_id)  # R-ID-1, checked before the row
+    except InvalidRolloutIdError:
+        return Err(ErrorKind.INVALID_ROLLOUT_ID)
+    try:
+        return [rollout_id], _single_apply(op, rollout_id)
+    except (TypeError, ValueError):
+        return Err(ErrorKind.INVALID_INPUT)  # R-WRITE-1, R-WRITE-7
+
+
+def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], Violation | None]:
+    """Split a history into per-ID sub-operations (R-CONC-1) and judge validation-only results.
+
+    Args:
+        events: the history.
+
+    Returns:
+        The sub-operations of each rollout ID, in event order, and a ``Violation`` if some event's result
+        is wrong whatever the state (a validation result, or a removal that is not its batch split).
+
+    Raises:
+        ValueError: an event returned before it was invoked, or has a result but no return time.
+    """
+    parts: dict[str, list[SubOperation]] = {}
+    for index, event in enumerate(events):
+        if event.returned is not None and event.returned < event.invoked:
+            raise ValueError(f"event {index} returned before it was invoked: {event!r}")
+        if event.returned is None and event.result is not None:
+            raise ValueError(f"event {index} has a result but no return time: {event!r}")
+        returned = math.inf if event.returned is None else event.returned
+        op, result = event.op, event.result
+        prepared = _prepare(op)
+        if isinstance(prepared, Err):
+            if result is not None and not results_match(prepared, result):
+                problem = f"{op!r} must fail validation with {prepared!r} but returned {result!r}"
+                return parts, Violation(None, (event,), problem)
+            continue  # rejected by validation: changed nothing anywhere (R-BATCH-2)
+        ids, apply = prepared
+        if isinstance(op, Retire | Delete):
+            if isinstance(result, Err):
+                problem = f"{op!r} can only fail validation, but returned {result!r}"
+                return parts, Violation(None, (event,), problem)
+            removed: tuple[str, ...] = ()
+            if result is not None:
+                shape = _removal_shape_error(ids, result.value)
+                if shape is not None:
+                    return parts, Violation(None, (event,), f"{op!r} {shape}")
+                assert isinstance(result.value, Removal)  # checked by _removal_shape_error
+                removed = result.value.removed
+            for rollout_id in ids:
+                observed = None if result is None else _ModelOk(rollout_id in removed)
+                part = parts.setdefault(rollout_id, [])
+                if isinstance(op, Retire):
+                    # Two points, in this order and adjacent in the list (``_search`` relies on it).
+                    part.append(
+                        SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op, "fence")
+                    )
+                    part.append(
+                        SubOperation(
+                            index, rollout_id, event.invoked, returned, _retire_complete, None, op, "complete"
+                        )
+                    )
+                else:
+                    part.append(SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op))
+            continue
+        if isinstance(result, _ModelOk) and isinstance(result.value, Discarded):
+            result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
+        sub = SubOperation(index, ids[0], event.invoked, returned, apply, result, op)
+        parts.setdefault(ids[0], []).append(sub)
+    return parts, None
+
+
+# ------------------------------------------------------------------------------------------------ search
+class _Budget:
+    """Search steps left across partitions and shrinking (``None``: unbounded)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.spent = 0
+
+    def exhausted(self) -> bool:
+        return self.limit is not None and self.spent >= self.limit
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    linearizable: bool | None  # None: budget spent
+    longest: tuple[int, ...]  # the longest partial linearization found (indices into the partition)
+    state: RolloutState
+
+
+def _search(ops: Sequence[SubOperation], budget: _Budget, *, explain: bool = False) -> _Outcome:
+    """Wing & Gong / Lowe search with memoisation, as porcupine's ``checkSingle``."""
+    n = len(ops)
+    # Entries 1..2n: call of op i is i+1, its return n+i+1; 0 is the list head. A call sorts before a
+    # return at the same instant.
+    order = sorted(
+        [(op.invoked, 0, i) for i, op in enumerate(ops)]
+        + [(op.returned, 1, n + i) for i, op in enumerate(ops)]
+    )
+    nxt = [0] * (2 * n + 2)
+    prv = [0] * (2 * n + 2)
+    last = 0
+    for _, _, entry in order:
+        nxt[last] = entry + 1
+        prv[entry + 1] = last
+        last = entry + 1
+    nxt[last] = 0  # 0 doubles as the end of the list
+    must = sum(1 for op in ops if op.returned != math.inf)  # returned calls still to linearize
+    # A retire's completion may only follow its own fence (the sub-operation just before it).
+    after = [
+        i - 1 if op.stage == "complete" and i and ops[i - 1].stage == "fence" else -1
+        for i, op in enumerate(ops)
+    ]
+    state: RolloutState = ABSENT
+    linearized = 0
+    cache: set[tuple[int, RolloutState]] = set()
+    calls: list[tuple[int, RolloutState]] = []
+    longest: tuple[int, ...] = ()
+    longest_state: RolloutState = ABSENT
+    entry = nxt[0]
+    while must:
+        if budget.exhausted():
+            return _Outcome(None, longest, longest_state)
+        budget.spent += 1
+        i = entry - 1
+        if 0 <= i < n:  # a call: try to linearize it now
+            op = ops[i]
+            if after[i] >= 0 and not (linearized >> after[i]) & 1:
+                entry = nxt[entry]
+                continue
+            new_state, expected = op.apply(state)
+            if op.observed is None or results_match(expected, op.observed):
+                key = (linearized | (1 << i), new_state)
+                if key not in cache:
+                    cache.add(key)
+                    calls.append((i, state))
+                    state, linearized = new_state, key[0]
+                    if op.returned != math.inf:
+                        must -= 1
+                    ret = n + i + 1
+                    nxt[prv[entry]] = nxt[entry]  # lift the call and its return out of the list
+                    prv[nxt[entry]] = prv[entry]
+                    nxt[prv[ret]] = nxt[ret]
+                    prv[nxt[ret]] = prv[ret]
+                    if explain and len(calls) > len(longest):  # O(n) a time: only to explain
+                        longest, longest_state = tuple(c for c, _ in calls), state
+                    entry = nxt[0]
+                    continue
+            entry = nxt[entry]
+            continue
+        # A return whose call is not linearized (or the end of the list): undo the last linearization.
+        if not calls:
+            return _Outcome(False, longest, longest_state)
+        i, state = calls.pop()
+        linearized &= ~(1 << i)
+        if ops[i].returned != math.inf:
+            must += 1
+        call, ret = i + 1, n + i + 1
+        nxt[prv[ret]] = ret  # unlift in reverse order
+        prv[nxt[ret]] = ret
+        nxt[prv[call]] = call
+        prv[nxt[call]] = call
+        entry = nxt[call]
+    return _Outcome(True, longest, longest_state)
+
+
+def _explain(ops: Sequence[SubOperation], outcome: _Outcome) -> str:
+    done = set(outcome.longest)
+    shown = [ops[i].label for i in outcome.longest[-4:]]
+    if len(outcome.longest) > len(shown):
+        shown.insert(0, f"... {len(outcome.longest) - len(shown)} calls")
+    prefix = ", ".join(shown) or "nothing"
+    blocked: list[str] = []
+    for i, op in enumerate(ops):
+        if i in done or op.observed is None or op.returned == math.inf:
+            continue
+        _, expected = op.apply(outcome.state)
+        if len(blocked) < 3 and not results_match(expected, op.observed):
+            blocked.append(f"{op.label} returned {op.observed!r} where the model gives {expected!r}")
+    return (
+        f"no order of these {len(ops)} calls on rollout {ops[0].rollout_id!r} respecting real time matches "
+        f"their results; the longest partial linearization is [{prefix}] reaching {outcome.state!r}, after "
+        f"which " + ("; ".join(blocked) or "a returned call is left with no order possible")
+    )
+
+
+Group = tuple[SubOperation, ...]  # the sub-operations of one event on one ID (a retire has two)
+
+
+def _fails(groups: Sequence[Group], budget: _Budget) -> bool:
+    return bool(groups) and _search([op for g in groups for op in g], budget).linearizable is False
+
+
+def _shrink(ops: list[SubOperation], budget: _Budget) -> list[SubOperation]:
+    """A minimal non-linearizable sub-list of a non-linearizable partition, removing whole events.
+
+    First the shortest failing prefix in invocation order (binary search), whose last call is the
+    *culprit*: the first call whose result no order explains. Then chunks, and finally single calls, are
+    removed while the rest still fails and the culprit stays essential (without it, the rest is
+    linearizable), so that the witness shows the call that went wrong and the calls that make its result
+    impossible, rather than some other small failing subset (a lone ``retire`` reporting ``removed`` is one).
+    """
+    by_event: dict[int, list[SubOperation]] = {}
+    for op in sorted(ops, key=lambda op: (op.invoked, op.event)):  # stable: a fence stays first
+        by_event.setdefault(op.event, []).append(op)
+    groups = [tuple(g) for g in by_event.values()]
+    low, high = 1, len(groups)  # groups[:high] fails
+    while low < high and not budget.exhausted():
+        middle = (low + high) // 2
+        if _fails(groups[:middle], budget):
+            high = middle
+        else:
+            low = middle + 1
+    groups = groups[:high]
+    culprit, rest = groups[-1], groups[:-1]
+    # Cut chunks, then single events, keeping the culprit essential: the rest without it stays
+    # linearizable, so what is left explains why the culprit's result is impossible.
+    chunk = max(1, len(rest) // 2)
+    while not budget.exhausted():
+        start = 0
+        while start < len(rest) and not budget.exhausted():
+            candidate = rest[:start] + rest[start + chunk :]
+            if _fails([*candidate, culprit], budget) and not _fails(candidate, budget):
+                rest = candidate  # keep the cut; try the same position again
+            else:
+                start += chunk
+        if chunk == 1:
+            break
+        chunk = max(1, chunk // 2)
+    rest = [*rest, culprit]
+    return [op for g in rest for op in g]
+
+
+def check_history(events: Sequence[Event], *, budget: int | None = None) -> CheckResult:
+    """Whether a recorded history is linearizable with respect to the sequential model (R-CONC-1).
+
+    Args:
+        events: the history: every call's invocation, return (``None`` if it never returned) and result.
+        budget: at most this many search steps (over all partitions and the shrinking of a witness);
+            ``None`` for no bound.
+
+    Returns:
+        ``Ok()``; ``Violation(rollout_id, witness, explanation)`` with a minimal non-linearizable
+        sub-history of ``events`` (``rollout_id`` is ``None`` when one call's result is wrong in any
+        state); or ``Unknown(spent)`` when the budget ran out before a verdict.
+
+    Raises:
+        ValueError: a malformed history (an event returned before it was invoked, or has a result but no
+            return time).
+    """
+    parts, invalid = partition(events)
+    if invalid is not None:
+        return invalid
+    steps = _Budget(budget)
+    unknown = False
+    for rollout_id, ops in parts.items():
+        outcome = _search(ops, steps)
+        if outcome.linearizable is None:
+            unknown = True
+            break
+        if outcome.linearizable:
+            continue
+        # The explanation comes from the whole partition (its context is what a reader needs); the
+        # witness is the shrunk sub-history, which is often just the calls whose results clash.
+        explanation = _explain(ops, _search(ops, _Budget(None), explain=True))  # deterministic: ends
+        shrunk = _shrink(ops, steps)
+        witness = tuple(events[i] for i in sorted({op.event for op in shrunk}))
+        return Violation(rollout_id, witness, explanation)
+    if unknown:
+        return Unknown(steps.spent)
+    return Ok()

@@ -1,0 +1,442 @@
+"""The step-level model of the file store's concurrent protocol: its state and atomic steps (DESIGN.md §5;
+R-STORE-1..7, R-CONC-1..3).
+
+Where ``model`` makes each call one atomic step, this model splits the calls of ``FileLineageStore`` into
+the atomic steps the store takes on one directory: acquire and release a lock stripe, look up a ledger or a
+fence, create a fence, append a row (creating the ledger), unlink, sync. Several *clients* run programs
+(sequences of calls) on *handles*; each handle keeps a cache of the ledgers it has read, as the store does
+(R-STORE-7). This module holds the vocabulary (guards, calls, configurations), the abstract directory and
+registers (``State``), and the atomic steps on them (``Stepper``); ``spec/concurrency/programs.py`` holds
+each call as
+a program of those steps and ``programs.successor(config, guards, state, client)``, the one step a client
+can take next, so an explorer interleaves clients by choosing who moves.
+
+Every guard of the protocol is a switch in ``Guards`` (all on by default), so that each can be shown
+necessary: ``recheck_fence`` (retire's phase 2 re-checks the fence under the lock, R-STORE-4),
+``fence_before_unlink`` (every fence of a batch created before any ledger is unlinked; off, a retire
+unlinks first and fences afterwards), ``fence_lookup_on_write`` (a write to a rollout with no rows looks
+for the fence, R-WRITE-6), ``admit_checks_fence`` (R-ADMIT-2), ``cache_coherence`` (a handle
+revalidates its cached view of a ledger, by generation, before serving or extending it; off, it trusts the
+cache: it serves the cached rows of a removed ledger and appends to the ledger it still believes exists,
+whose row then lands in an unlinked file) and ``read_lock`` (``manifest`` reads under the stripe lock, as
+``impl/store/file_store.py`` does; off, a read can fall between a delete's two unlinks).
+
+Ghost state, which no step reads, records what the checkers need: each call's invocation (as the number of
+calls returned before it) and result, the order of returns, whether a returned retire still holds for an
+ID (R-CONC-2), and which rows an older retire must not remove (R-CONC-3).
+
+Not modelled: crashes and what syncs make durable (the sync steps are here as ordering points only; the
+durability model is a separate concern), the row contents beyond their model call ID, conflicting rows,
+failures, and torn lines. ``admit`` is one fence lookup and takes no lock, as in the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from capture_ledger.spec.core import model
+
+__all__ = [
+    "GUARD_NAMES",
+    "AdmitCall",
+    "Call",
+    "Client",
+    "Config",
+    "DeleteCall",
+    "Guards",
+    "Ledger",
+    "ManifestCall",
+    "RecordCall",
+    "RetireCall",
+    "Row",
+    "State",
+    "Stepper",
+    "initial_state",
+    "is_done",
+    "operation_of",
+]
+
+
+# -------------------------------------------------------------------------------------------- guards
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Guards:
+    """The protocol's guards; each may be switched off to show that it is needed."""
+
+    recheck_fence: bool = True
+    fence_before_unlink: bool = True
+    fence_lookup_on_write: bool = True
+    admit_checks_fence: bool = True
+    cache_coherence: bool = True
+    read_lock: bool = True
+
+    def without(self, name: str) -> Guards:
+        """These guards with ``name`` switched off.
+
+        Raises:
+            ValueError: not a guard's name.
+        """
+        if name not in GUARD_NAMES:
+            raise ValueError(f"unknown guard {name!r}; choose one of {', '.join(GUARD_NAMES)}")
+        return dataclasses.replace(self, **{name: False})
+
+
+GUARD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Guards))
+
+
+# --------------------------------------------------------------------------------------------- calls
+@dataclass(frozen=True, slots=True)
+class RecordCall:
+    """``record(rollout_id, {"model_call_id": call})``."""
+
+    rollout_id: str
+    call: str
+
+
+@dataclass(frozen=True, slots=True)
+class RetireCall:
+    """``retire(rollout_ids)``: phase 1 fences, one directory sync, phase 2 unlinks (R-STORE-4)."""
+
+    rollout_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteCall:
+    """``delete(rollout_ids)``: unlink ledger and fence under each lock, one directory sync (R-STORE-5)."""
+
+    rollout_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitCall:
+    """``admit(rollout_id, call)``: one fence lookup, no lock."""
+
+    rollout_id: str
+    call: str
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestCall:
+    """``manifest(rollout_id)``: under the lock, the ledger (through the handle's cache), maybe the fence."""
+
+    rollout_id: str
+
+
+Call = RecordCall | RetireCall | DeleteCall | AdmitCall | ManifestCall
+
+
+def operation_of(call: Call) -> model.Operation:
+    """The sequential model's operation for a call."""
+    if isinstance(call, RecordCall):
+        return model.Record(call.rollout_id, {"model_call_id": call.call})
+    if isinstance(call, RetireCall):
+        return model.Retire(list(call.rollout_ids))
+    if isinstance(call, DeleteCall):
+        return model.Delete(list(call.rollout_ids))
+    if isinstance(call, AdmitCall):
+        return model.Admit(call.rollout_id, call.call)
+    return model.ReadManifest(call.rollout_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """A program: calls made one after the other on one handle."""
+
+    handle: int
+    calls: tuple[Call, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """A bounded configuration: rollout IDs, lock stripes, and clients.
+
+    The first ``setup`` clients run alone, one after the other, before the others start (their calls are
+    part of the history); the rest run concurrently.
+    """
+
+    name: str
+    ids: tuple[str, ...]
+    clients: tuple[Client, ...]
+    setup: int = 0
+    handles: int = 2
+    #: The stripe of each ID (by position in ``ids``); by default every ID has its own.
+    stripes: tuple[int, ...] = ()
+    description: str = ""
+
+    def stripe(self, rollout_id: str) -> int:
+        """The lock stripe of an ID (R-STORE-2)."""
+        index = self.ids.index(rollout_id)
+        return self.stripes[index] if self.stripes else index
+
+
+# --------------------------------------------------------------------------------------------- state
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A row in a ledger; ``protected`` names the retire clients that must not remove it (ghost, R-CONC-3)."""
+
+    call: str
+    protected: frozenset[tuple[int, int, str]] = frozenset()  # (client, call, ID) of each such retire
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """A ledger file: its generation (a new file, a new inode) and its rows."""
+
+    generation: int
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A client's registers within its current call."""
+
+    call: int = 0
+    pc: str = "start"
+    index: int = 0  # position in the batch
+    view: Ledger | None = None  # the ledger as this call last saw it
+    had: tuple[str, ...] = ()  # retire: IDs with a ledger in phase 1; delete: IDs removed
+    flag: bool = False  # record: created a ledger; retire: unlinked something
+    result: model.Result | None = None
+    deletes: tuple[int, ...] = ()  # retire: per ID, deletes invoked before it (ghost, R-CONC-2)
+    protect: frozenset[tuple[int, int, str]] = (
+        frozenset()
+    )  # record: retires it must survive (ghost, R-CONC-3)
+
+
+CallRecord = tuple[int, int, model.Result | None]
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """The directory, the locks, the handles' caches, the clients' registers, and the ghost state."""
+
+    ledgers: tuple[Ledger | None, ...]  # per ID (position in ``Config.ids``)
+    fences: tuple[bool, ...]
+    generations: tuple[int, ...]  # ledgers created so far, per ID
+    locks: tuple[int, ...]  # per stripe: the client holding it, or -1
+    caches: tuple[tuple[Ledger | None, ...], ...]  # per handle, per ID: the cached view, or None
+    locals: tuple[Local, ...]
+    # Ghost: per client, per call so far: (calls returned before its invocation, its place in the order of
+    # returns or -1, its result). That is all of the history a linearizability check needs.
+    calls: tuple[tuple[CallRecord, ...], ...]
+    returns: int = 0
+    retired: frozenset[str] = frozenset()  # a retire returned and no delete was invoked since (R-CONC-2)
+    deleted_under: tuple[
+        frozenset[tuple[int, int, str]], ...
+    ] = ()  # per ID: retires older than a returned delete
+    deletes: tuple[int, ...] = ()  # per ID: deletes invoked so far
+    broken: tuple[str, ...] = field(default=())  # R-CONC-3 breaches, as sentences
+
+
+def initial_state(config: Config) -> State:
+    """Empty directory, free locks, cold caches, every client before its first call."""
+    n, clients = len(config.ids), len(config.clients)
+    stripes = max(config.stripes, default=n - 1) + 1
+    return State(
+        ledgers=(None,) * n,
+        fences=(False,) * n,
+        generations=(0,) * n,
+        locks=(-1,) * stripes,
+        caches=((None,) * n,) * config.handles,
+        locals=(Local(),) * clients,
+        calls=((),) * clients,
+        deleted_under=(frozenset(),) * n,
+        deletes=(0,) * n,
+    )
+
+
+def is_done(config: Config, state: State, client: int) -> bool:
+    """Whether a client has made all its calls."""
+    return state.locals[client].call >= len(config.clients[client].calls)
+
+
+# --------------------------------------------------------------------------------------------- steps
+_T = TypeVar("_T")
+
+
+def _put(values: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
+    return (*values[:index], value, *values[index + 1 :])
+
+
+class Stepper:
+    """Builds one client's next step: a description and the next state.
+
+    The programs (``spec/concurrency/programs.py``) take a step by calling these atomic operations on the
+    state as it
+    stands before the step (plus the step's pending changes), then ``build`` returns the step.
+    """
+
+    def __init__(self, config: Config, guards: Guards, state: State, client: int) -> None:
+        self.config, self.guards, self.state, self.client = config, guards, state, client
+        self.local = state.locals[client]
+        self.call = config.clients[client].calls[self.local.call]
+        self.handle = config.clients[client].handle
+        self.changes: dict[str, object] = {}
+
+    # --- helpers over the pending state
+    def get(self, name: str) -> object:
+        """The state's field ``name`` with this step's pending change, if any."""
+        return self.changes.get(name, getattr(self.state, name))
+
+    def pos(self, rollout_id: str) -> int:
+        """The ID's position in ``Config.ids``."""
+        return self.config.ids.index(rollout_id)
+
+    def ledger(self, rollout_id: str) -> Ledger | None:
+        """The ID's ledger file in the directory (not through the cache), or ``None``."""
+        return self.get("ledgers")[self.pos(rollout_id)]  # type: ignore[index,no-any-return]
+
+    def set_ledger(self, rollout_id: str, ledger: Ledger | None) -> None:
+        """Replace or remove the ID's ledger file."""
+        self.changes["ledgers"] = _put(self.get("ledgers"), self.pos(rollout_id), ledger)  # type: ignore[arg-type]
+
+    def fence(self, rollout_id: str) -> bool:
+        """Whether the ID's fence exists."""
+        return self.get("fences")[self.pos(rollout_id)]  # type: ignore[index,no-any-return]
+
+    def set_fence(self, rollout_id: str, present: bool) -> None:
+        """Create or unlink the ID's fence."""
+        self.changes["fences"] = _put(self.get("fences"), self.pos(rollout_id), present)  # type: ignore[arg-type]
+
+    def set_generation(self, rollout_id: str, generation: int) -> None:
+        """Set how many ledger files (inodes) of the ID have been created so far."""
+        self.changes["generations"] = _put(self.state.generations, self.pos(rollout_id), generation)
+
+    def set_cache(self, rollout_id: str, view: Ledger | None) -> None:
+        """Set this handle's cached view of the ID's ledger (R-STORE-7)."""
+        caches: tuple[tuple[Ledger | None, ...], ...] = self.get("caches")  # type: ignore[assignment]
+        self.changes["caches"] = _put(
+            caches, self.handle, _put(caches[self.handle], self.pos(rollout_id), view)
+        )
+
+    def lock(self, rollout_id: str) -> bool:
+        """Take the ID's lock stripe; ``False`` (and no change) when another client holds it."""
+        locks: tuple[int, ...] = self.get("locks")  # type: ignore[assignment]
+        stripe = self.config.stripe(rollout_id)
+        if locks[stripe] != -1:
+            return False
+        self.changes["locks"] = _put(locks, stripe, self.client)
+        return True
+
+    def unlock(self, rollout_id: str) -> None:
+        """Release the ID's lock stripe."""
+        self.changes["locks"] = _put(self.get("locks"), self.config.stripe(rollout_id), -1)  # type: ignore[arg-type]
+
+    def look_up(self, rollout_id: str) -> Ledger | None:
+        """Read the ledger through this handle's cache (R-STORE-7)."""
+        cached = self.state.caches[self.handle][self.pos(rollout_id)]
+        if not self.guards.cache_coherence and cached is not None:
+            return cached  # trusts a view that another handle may have made stale
+        actual = self.ledger(rollout_id)
+        self.set_cache(rollout_id, actual)
+        return actual
+
+    def unlink_ledger(self, rollout_id: str) -> bool:
+        """Unlink the ID's ledger and drop it from this handle's cache; whether there was one."""
+        gone = self.ledger(rollout_id)
+        if gone is None:
+            return False
+        for row in gone.rows:
+            if (self.client, self.local.call, rollout_id) in row.protected:  # R-CONC-3
+                broken: tuple[str, ...] = self.get("broken")  # type: ignore[assignment]
+                self.changes["broken"] = (
+                    *broken,
+                    f"client {self.client}'s retire removed row {row.call!r} of {rollout_id!r}, "
+                    "written after a delete that began after this retire",
+                )
+        self.set_ledger(rollout_id, None)
+        self.set_cache(rollout_id, None)  # drop its cached rows (R-STORE-7)
+        return True
+
+    def go(self, pc: str, **registers: Any) -> None:
+        """Move this client's program counter to ``pc``, setting ``registers``."""
+        current = self.changes.get("local", self.local)
+        assert isinstance(current, Local)
+        self.changes["local"] = dataclasses.replace(current, pc=pc, **registers)
+
+    def running(self, kind: type[RetireCall] | type[DeleteCall]) -> list[tuple[int, Call]]:
+        """The other clients in the middle of a call of ``kind``, with that call."""
+        found: list[tuple[int, Call]] = []
+        for other, local in enumerate(self.state.locals):
+            if other == self.client or local.pc == "start" or is_done(self.config, self.state, other):
+                continue
+            call = self.config.clients[other].calls[local.call]
+            if isinstance(call, kind):
+                found.append((other, call))
+        return found
+
+    def finish(self, result: model.Result) -> None:
+        """Return from the current call (ghost: its result, the return order, R-CONC-2)."""
+        every: tuple[tuple[CallRecord, ...], ...] = self.get("calls")  # type: ignore[assignment]
+        calls = every[self.client]
+        done = (calls[-1][0], self.state.returns, result)
+        self.changes["calls"] = _put(every, self.client, (*calls[:-1], done))
+        self.changes["returns"] = self.state.returns + 1
+        self.changes["local"] = Local(call=self.local.call + 1)
+        if isinstance(self.call, RetireCall):
+            # Retired until a delete is invoked. A delete concurrent with this retire (invoked since it
+            # began, or still running) may be ordered after it, so then nothing is claimed.
+            deleting = {i for _, call in self.running(DeleteCall) for i in call.rollout_ids}  # type: ignore[union-attr]
+            retired: frozenset[str] = self.get("retired")  # type: ignore[assignment]
+            settled = {
+                i
+                for i in self.call.rollout_ids
+                if i not in deleting and self.state.deletes[self.pos(i)] == self.local.deletes[self.pos(i)]
+            }
+            self.changes["retired"] = retired | settled
+        if isinstance(self.call, DeleteCall):
+            # Writes invoked from now on are protected from the retires older than this delete.
+            under = list(self.state.deleted_under)
+            for rollout_id in self.call.rollout_ids:
+                under[self.pos(rollout_id)] |= {p for p in self.local.protect if p[2] == rollout_id}
+            self.changes["deleted_under"] = tuple(under)
+
+    def invoke(self) -> None:
+        """The call's first step (ghost: its invocation)."""
+        calls = self.state.calls[self.client]
+        self.changes["calls"] = _put(self.state.calls, self.client, (*calls, (self.state.returns, -1, None)))
+        protect: frozenset[tuple[int, int, str]] = frozenset()
+        if isinstance(self.call, RetireCall):
+            self.changes["local"] = dataclasses.replace(self.local, deletes=self.state.deletes)
+            return
+        if isinstance(self.call, DeleteCall):
+            self.changes["retired"] = self.state.retired - set(self.call.rollout_ids)
+            self.changes["deletes"] = tuple(
+                count + (rid in self.call.rollout_ids)
+                for count, rid in zip(self.state.deletes, self.config.ids, strict=True)
+            )
+            # Older than this delete, per ID (R-CONC-1): the retires running now whose phase 1 has
+            # already noted that ID's ledger. A retire that reaches the ID later acts after the delete.
+            protect = frozenset(
+                (other, self.state.locals[other].call, rid)
+                for other, _ in self.running(RetireCall)
+                for rid in self.state.locals[other].had
+                if rid in self.call.rollout_ids
+            )
+        if isinstance(self.call, RecordCall):
+            protect = self.state.deleted_under[self.pos(self.call.rollout_id)]
+        self.changes["local"] = dataclasses.replace(self.local, protect=protect)
+
+    def build(self, text: str) -> tuple[str, State]:
+        """The step: its description and the state with the pending changes applied."""
+        local = self.changes.pop("local", self.local)
+        changes = {k: v for k, v in self.changes.items() if k != "calls"}
+        state = dataclasses.replace(
+            self.state,
+            locals=_put(self.state.locals, self.client, local),  # type: ignore[arg-type]
+            calls=self.changes.get("calls", self.state.calls),  # type: ignore[arg-type]
+            **changes,  # type: ignore[arg-type]
+        )
+        return f"client {self.client} ({_describe(self.call)}) {text}", state
+
+
+def _describe(call: Call) -> str:
+    if isinstance(call, RecordCall):
+        return f"record {call.rollout_id} {call.call}"
+    if isinstance(call, RetireCall | DeleteCall):
+        verb = "retire" if isinstance(call, RetireCall) else "delete"
+        return f"{verb} [{', '.join(call.rollout_ids)}]"
+    if isinstance(call, AdmitCall):
+        return f"admit {call.rollout_id} {call.call}"
+    return f"manifest {call.rollout_id}"

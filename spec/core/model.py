@@ -1,0 +1,435 @@
+"""The sequential model of the capture ledger (SPEC.md §States and §Operations).
+
+A pure, total function ``step(state, operation) -> (state, result)`` over frozen values. Errors are
+values (``Err(ErrorKind...)``); implementations raise the matching exceptions (``ErrorKind.matches``).
+Every operation of the ``CaptureLedger`` protocol has an operation class here, whose ``repr`` is valid
+Python, so a counterexample prints as a program.
+
+Per rollout ID the state is ``Absent``, ``Live(entries, fenced)`` or ``Retired``. ``Live(..., fenced=True)``
+(rows and a fence both present) cannot be reached by sequential operations; only an interrupted or
+in-flight retire reaches it, so the concurrency and crash layers need it represented (R-STATE-2).
+
+Not modelled here: timing, durability, several handles (they are the concern of ``steps``,
+``durability`` and the conformance kit), or the wording of warnings.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from capture_ledger.spec.core.errors import (
+    CaptureLedgerError,
+    ConflictingRecordError,
+    InvalidRolloutIdError,
+    RolloutRetiredError,
+)
+from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
+from capture_ledger.spec.core.protocol import Manifest
+from capture_ledger.spec.core.rows import (
+    canonical_json,
+    row_staging_key,
+    validate_failure,
+    validate_model_call_id,
+    validate_row,
+)
+
+__all__ = [
+    "ABSENT",
+    "RETIRED",
+    "Absent",
+    "Admit",
+    "Delete",
+    "Discarded",
+    "Entry",
+    "Err",
+    "ErrorKind",
+    "FailureEntry",
+    "HasRows",
+    "LedgerState",
+    "Live",
+    "ManifestValue",
+    "Ok",
+    "Operation",
+    "ReadManifest",
+    "Record",
+    "RecordEntry",
+    "RecordFailure",
+    "Removal",
+    "Result",
+    "Retire",
+    "Retired",
+    "RolloutState",
+    "delete_one",
+    "manifest_value_of",
+    "retire_one",
+    "step",
+    "step_write",
+]
+
+
+# ----------------------------------------------------------------------------------------------- rows
+@dataclass(frozen=True, slots=True)
+class RecordEntry:
+    """A recorded row, kept as its canonical JSON (R-WRITE-3)."""
+
+    model_call_id: str
+    canonical: str
+
+    def row(self) -> dict[str, Any]:
+        """The row as a ``dict``."""
+        row: dict[str, Any] = json.loads(self.canonical)
+        return row
+
+
+@dataclass(frozen=True, slots=True)
+class FailureEntry:
+    """A failure row recorded with ``record_failure`` (R-WRITE-7)."""
+
+    model_call_id: str
+    reason: str
+
+
+Entry = RecordEntry | FailureEntry
+
+
+# --------------------------------------------------------------------------------------------- states
+@dataclass(frozen=True, slots=True)
+class Absent:
+    """No rows and no fence (R-STATE-1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """At least one row; ``fenced`` when a fence also exists (mid-retire, R-STATE-2)."""
+
+    entries: tuple[Entry, ...]
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """No rows, and a fence that discards late writes (R-STATE-1)."""
+
+
+RolloutState = Absent | Live | Retired
+ABSENT = Absent()
+RETIRED = Retired()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerState:
+    """The state of every rollout ID: a sorted tuple of ``(id, state)``; Absent IDs are left out.
+
+    Canonical, so equal states compare and hash equal.
+    """
+
+    rollouts: tuple[tuple[str, RolloutState], ...] = ()
+
+    @classmethod
+    def of(cls, rollouts: Mapping[str, RolloutState]) -> LedgerState:
+        """Build a state from a mapping; Absent entries are dropped."""
+        return cls(tuple(sorted((k, v) for k, v in rollouts.items() if not isinstance(v, Absent))))
+
+    def get(self, rollout_id: str) -> RolloutState:
+        """The state of one ID (Absent when not listed)."""
+        for key, value in self.rollouts:
+            if key == rollout_id:
+                return value
+        return ABSENT
+
+    def set(self, rollout_id: str, state: RolloutState) -> LedgerState:
+        """A copy with one ID's state replaced."""
+        rollouts = dict(self.rollouts)
+        rollouts[rollout_id] = state
+        return LedgerState.of(rollouts)
+
+    def as_dict(self) -> dict[str, RolloutState]:
+        """The listed (non-Absent) IDs and their states."""
+        return dict(self.rollouts)
+
+
+# ----------------------------------------------------------------------------------------- operations
+@dataclass(frozen=True, slots=True)
+class Record:
+    """``record(rollout_id, row)``."""
+
+    rollout_id: object
+    row: object
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFailure:
+    """``record_failure(rollout_id, model_call_id, reason)``."""
+
+    rollout_id: object
+    model_call_id: object
+    reason: object
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """``admit(rollout_id, model_call_id)``."""
+
+    rollout_id: object
+    model_call_id: object
+
+
+@dataclass(frozen=True, slots=True)
+class ReadManifest:
+    """``manifest(rollout_id)``."""
+
+    rollout_id: object
+
+
+@dataclass(frozen=True, slots=True)
+class HasRows:
+    """``has_rows(rollout_id)``."""
+
+    rollout_id: object
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """``retire(rollout_ids)``."""
+
+    rollout_ids: object
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """``delete(rollout_ids)``."""
+
+    rollout_ids: object
+
+
+Operation = Record | RecordFailure | Admit | ReadManifest | HasRows | Retire | Delete
+
+
+# -------------------------------------------------------------------------------------------- results
+class ErrorKind(enum.Enum):
+    """An error as a value. ``matches`` says which exceptions an implementation may raise for it."""
+
+    #: Exactly ``TypeError`` (and not ``ValueError``): a bare string or non-sequence batch (R-BATCH-1).
+    TYPE_ERROR = "TypeError"
+    #: ``TypeError`` or ``ValueError``: a malformed row, model call ID or reason (R-WRITE-1, R-WRITE-7).
+    INVALID_INPUT = "TypeError or ValueError"
+    INVALID_ROLLOUT_ID = "InvalidRolloutIdError"
+    ROLLOUT_RETIRED = "RolloutRetiredError"
+    CONFLICTING_RECORD = "ConflictingRecordError"
+
+    def matches(self, error: BaseException) -> bool:
+        """Whether an implementation's exception is the one this error value stands for."""
+        if self is ErrorKind.INVALID_ROLLOUT_ID:
+            return isinstance(error, InvalidRolloutIdError)
+        if self is ErrorKind.ROLLOUT_RETIRED:
+            return isinstance(error, RolloutRetiredError)
+        if self is ErrorKind.CONFLICTING_RECORD:
+            return isinstance(error, ConflictingRecordError)
+        if isinstance(error, CaptureLedgerError):
+            return False
+        if self is ErrorKind.TYPE_ERROR:
+            return isinstance(error, TypeError) and not isinstance(error, ValueError)
+        return isinstance(error, TypeError | ValueError)
+
+    @classmethod
+    def of(cls, error: BaseException) -> ErrorKind | None:
+        """The most specific kind an exception stands for, or ``None`` for an unexpected one."""
+        for kind in (
+            cls.ROLLOUT_RETIRED,
+            cls.INVALID_ROLLOUT_ID,
+            cls.CONFLICTING_RECORD,
+            cls.TYPE_ERROR,
+            cls.INVALID_INPUT,
+        ):
+            if kind.matches(error):
+                return kind
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Discarded:
+    """A write to a Retired rollout: no error, one warning naming ``staging_key`` if any (R-WRITE-4..5)."""
+
+    rollout_id: str
+    staging_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestValue:
+    """A manifest as a value: canonical records and ``(model_call_id, reason)`` failures."""
+
+    records: tuple[str, ...] = ()
+    failures: tuple[tuple[str, str], ...] = ()
+
+    def to_manifest(self, rollout_id: str) -> Manifest:
+        """The ``Manifest`` dict an implementation returns."""
+        return {
+            "rollout_id": rollout_id,
+            "records": [json.loads(r) for r in self.records],
+            "failures": [{"model_call_id": m, "reason": r} for m, r in self.failures],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """A ``RolloutRemoval`` as a value."""
+
+    removed: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    """A successful result; ``value`` is ``None``, ``Discarded``, ``str``, ``bool``,
+    ``ManifestValue`` or ``Removal``."""
+
+    value: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Err:
+    """A failed operation; nothing changed (R-BATCH-2)."""
+
+    kind: ErrorKind
+
+
+Result = Ok | Err
+
+
+def manifest_value_of(manifest: Mapping[str, Any]) -> ManifestValue:
+    """The value of an implementation's manifest, for comparison with the model's.
+
+    Raises:
+        TypeError, ValueError, KeyError: the manifest is not shaped as ``Manifest``.
+    """
+    return ManifestValue(
+        tuple(canonical_json(r) for r in manifest["records"]),
+        tuple((f["model_call_id"], f["reason"]) for f in manifest["failures"]),
+    )
+
+
+def _manifest_of(entries: Iterable[Entry]) -> ManifestValue:
+    records: list[str] = []
+    failures: list[tuple[str, str]] = []
+    for entry in entries:
+        if isinstance(entry, RecordEntry):
+            records.append(entry.canonical)
+        else:
+            failures.append((entry.model_call_id, entry.reason))
+    return ManifestValue(tuple(records), tuple(failures))
+
+
+# ----------------------------------------------------------------------------------------- transitions
+def step_write(
+    state: RolloutState, rollout_id: str, entry: Entry, key: str | None = None
+) -> tuple[RolloutState, Result]:
+    """Apply one valid write to one rollout's state (R-WRITE-2..7).
+
+    Args:
+        state: the rollout's state before.
+        rollout_id: its ID, named by ``Discarded``.
+        entry: the validated row.
+        key: the row's staging key, named by ``Discarded``.
+    """
+    if isinstance(state, Retired):
+        return state, Ok(Discarded(rollout_id, key))  # R-WRITE-4, R-WRITE-5
+    entries = state.entries if isinstance(state, Live) else ()
+    fenced = state.fenced if isinstance(state, Live) else False
+    for old in entries:
+        if isinstance(entry, RecordEntry) and isinstance(old, RecordEntry):
+            if old.model_call_id == entry.model_call_id:
+                if old.canonical == entry.canonical:
+                    return state, Ok(None)  # R-WRITE-3: identical re-record is a no-op
+                return state, Err(ErrorKind.CONFLICTING_RECORD)
+        elif old == entry:
+            return state, Ok(None)  # R-WRITE-7: identical failure not appended twice
+    return Live((*entries, entry), fenced), Ok(None)  # R-WRITE-2, R-WRITE-6
+
+
+def retire_one(state: RolloutState) -> tuple[RolloutState, bool]:
+    """Retire one ID (R-RETIRE-1..3): the new state and whether it had rows (``removed``)."""
+    return RETIRED, isinstance(state, Live)
+
+
+def delete_one(state: RolloutState) -> tuple[RolloutState, bool]:
+    """Delete one ID (R-DELETE-1..2): the new state and whether it had rows (``removed``)."""
+    return ABSENT, isinstance(state, Live)
+
+
+def _single(rollout_id: object) -> str | Err:
+    try:
+        return validate_rollout_id(rollout_id)
+    except InvalidRolloutIdError:
+        return Err(ErrorKind.INVALID_ROLLOUT_ID)
+
+
+def _batch(rollout_ids: object) -> list[str] | Err:
+    try:
+        return validate_rollout_ids(rollout_ids)
+    except InvalidRolloutIdError:
+        return Err(ErrorKind.INVALID_ROLLOUT_ID)
+    except TypeError:
+        return Err(ErrorKind.TYPE_ERROR)
+
+
+def _entry_of(op: Record | RecordFailure) -> tuple[Entry, str | None] | Err:
+    try:
+        if isinstance(op, Record):
+            row = validate_row(op.row)
+            return RecordEntry(row["model_call_id"], canonical_json(row)), row_staging_key(row)
+        model_call_id, reason = validate_failure(op.model_call_id, op.reason)
+        return FailureEntry(model_call_id, reason), None
+    except (TypeError, ValueError):
+        return Err(ErrorKind.INVALID_INPUT)
+
+
+def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
+    """Apply one operation: the next state and the operation's result. Pure and total.
+
+    Validation comes first and an error changes nothing: the rollout ID (R-ID-1), then the row or
+    arguments (R-WRITE-1), then the state (R-WRITE-3, R-READ-3).
+    """
+    if isinstance(op, Retire | Delete):
+        batch = _batch(op.rollout_ids)
+        if isinstance(batch, Err):
+            return state, batch  # R-BATCH-1, R-BATCH-2
+        one = retire_one if isinstance(op, Retire) else delete_one
+        removed: list[str] = []
+        absent: list[str] = []
+        for rollout_id in batch:  # R-BATCH-3: de-duplicated, first-seen order
+            after, had_rows = one(state.get(rollout_id))
+            state = state.set(rollout_id, after)
+            (removed if had_rows else absent).append(rollout_id)
+        return state, Ok(Removal(tuple(removed), tuple(absent)))
+
+    checked = _single(op.rollout_id)
+    if isinstance(checked, Err):
+        return state, checked
+    rollout_id = checked
+    current = state.get(rollout_id)
+
+    if isinstance(op, Record | RecordFailure):
+        made = _entry_of(op)
+        if isinstance(made, Err):
+            return state, made
+        after, result = step_write(current, rollout_id, *made)
+        return state.set(rollout_id, after), result
+
+    if isinstance(op, Admit):
+        try:
+            model_call_id = validate_model_call_id(op.model_call_id)
+        except (TypeError, ValueError):
+            return state, Err(ErrorKind.INVALID_INPUT)
+        fenced = isinstance(current, Retired) or (isinstance(current, Live) and current.fenced)
+        return state, Ok(None if fenced else staging_key(rollout_id, model_call_id))  # R-ADMIT-1..2
+
+    if isinstance(current, Retired):
+        return state, Err(ErrorKind.ROLLOUT_RETIRED)  # R-READ-3, R-READ-4
+    if isinstance(op, HasRows):
+        return state, Ok(isinstance(current, Live))  # R-READ-4
+    entries = current.entries if isinstance(current, Live) else ()
+    return state, Ok(_manifest_of(entries))  # R-READ-1, R-READ-2
