@@ -1,4 +1,4 @@
-"""Benchmark of crash consistency: the explorer's throughput and the cost of ``fence_sync`` (issue 6).
+"""Benchmark of crash consistency: the explorer's throughput and the cost of ``fence_sync``.
 
 Two sets of figures, each measured side by side in one run:
 
@@ -10,7 +10,7 @@ Two sets of figures, each measured side by side in one run:
    per batch), in alternating rounds on the same disk, next to the raw floor of the default protocol
    (create each fence, fsync the directory, unlink each ledger, fsync the directory). Per-ID medians (µs).
 
-Run: ``/work/.venv/bin/python benchmarks/bench_crash.py [--rounds 5] [--batches 1,16,128]``
+Run: ``python benchmarks/bench_crash.py [--rounds 5] [--batches 1,16,128]``
 """
 
 from __future__ import annotations

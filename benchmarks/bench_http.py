@@ -1,6 +1,6 @@
 """Retire and delete throughput over HTTP against the same calls on the store, and the system-call floor.
 
-Run:  /work/.venv/bin/python benchmarks/bench_http.py [--ids 2048] [--batch 256] [--workers 1]
+Run:  python benchmarks/bench_http.py [--ids 2048] [--batch 256] [--workers 1]
 
 One run, side by side, each on a fresh directory with the same number of Live rollouts (one row each,
 written through a ``FileLineageStore`` handle):

@@ -1,4 +1,4 @@
-"""Benchmark of the linearizability checker (issue 5 goal: 100,000 operations over 1,000 IDs in < 10 s).
+"""Benchmark of the linearizability checker (goal: 100,000 operations over 1,000 IDs in < 10 s).
 
 A history is simulated: ``--clients`` clients each run calls back to back; a call takes a random time and
 takes effect at a random instant inside its interval; the results come from the sequential model applied
@@ -10,7 +10,7 @@ with others on it. A few calls never return (``returned=None``).
 Printed side by side: generating the history (the model alone, the floor any checker pays to replay it),
 checking it, and checking a copy with one result corrupted, which must be reported as a ``Violation``.
 
-Run: ``/work/.venv/bin/python benchmarks/bench_linearizability.py`` (``--ops 100000 --ids 1000``).
+Run: ``python benchmarks/bench_linearizability.py`` (``--ops 100000 --ids 1000``).
 """
 
 from __future__ import annotations

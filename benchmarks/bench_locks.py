@@ -1,4 +1,4 @@
-"""Benchmark of lock choices for the store's stripes (issue 3 item 3; SPEC.md R-STORE-2; DESIGN.md §7).
+"""Benchmark of lock choices for the store's stripes (SPEC.md R-STORE-2; docs/locks.md).
 
 Uncontended acquire + release, measured side by side in alternating rounds of one run:
 
@@ -9,7 +9,7 @@ Uncontended acquire + release, measured side by side in alternating rounds of on
 
 Medians over rounds, in µs per acquire + release, and ratios to the floor.
 
-Run: ``/work/.venv/bin/python benchmarks/bench_locks.py [--rounds 9] [--per-round 2000] [--json]``
+Run: ``python benchmarks/bench_locks.py [--rounds 9] [--per-round 2000] [--json]``
 """
 
 from __future__ import annotations

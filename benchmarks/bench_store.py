@@ -1,4 +1,4 @@
-"""Benchmark of ``FileLineageStore`` against the raw system-call floor (issue 3 item 9; SPEC.md R-STORE-3..5).
+"""Benchmark of ``FileLineageStore`` against the raw system-call floor (SPEC.md R-STORE-3..5).
 
 Each figure is measured side by side in one run with the same system calls issued directly with ``os``
 (the floor the store cannot go below), in alternating rounds so that drift of a loaded machine hits both:
@@ -13,14 +13,16 @@ Each figure is measured side by side in one run with the same system calls issue
 - ``retire / ID (cached)``: the same, by the handle that wrote them.
 - ``delete / ID``: a batch of Live rollouts. Floor: unlink each ledger and (missing) fence, fsync the
   directory.
-- ``retire / ID, fence_sync=file`` and ``=syncfs`` against ``=directory`` (DESIGN.md §7: a directory fsync
+- ``retire / ID, fence_sync=file`` and ``=syncfs`` against ``=directory`` (docs/architecture.md §Facts: a
+directory fsync
   does not make a new file's inode durable without a journal).
 
 Figures are medians and minima over all samples (µs); on a machine whose disk other jobs load, the minima
-are the better estimate of what the calls themselves cost. Goals of issue 3: retire and delete within 1.3× of
+are the better estimate of what the calls themselves cost. Goals (docs/store.md): retire and delete within
+1.3× of
 the floor, a write within 1.2×.
 
-Run: ``/work/.venv/bin/python benchmarks/bench_store.py [--rounds 7] [--batch 256] [--json]``
+Run: ``python benchmarks/bench_store.py [--rounds 7] [--batch 256] [--json]``
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ derandomized, no database, 200 examples of 25 steps, one bug at a time.
 
 Usage::
 
-    CAPTURE_LEDGER_PROFILE=ci /work/.venv/bin/python benchmarks/mutant_report.py [--only NAME ...] [--json]
+    CAPTURE_LEDGER_PROFILE=ci python benchmarks/mutant_report.py [--only NAME ...] [--json]
 
 Not measured: how the figures vary with load; on a shared machine wall time is several times CPU time.
 """

@@ -1,4 +1,5 @@
-"""The persistence models and the crash contract of ``spec.durability`` (R-CRASH-1..4; DESIGN.md §6–7).
+"""The persistence models and the crash contract of ``spec.durability`` (R-CRASH-1..4; SPEC.md §Crash;
+docs/architecture.md §Facts).
 
 Pure: hand-made effect traces with the images each model must (and must not) allow, a Hypothesis property
 that the models nest (journaled ⊆ weakest-posix ⊆ ext4-nojournal), and the contract's allowed states.
@@ -54,7 +55,8 @@ def test_retire_trace_under_each_model() -> None:
     effects: list[Effect] = [Create(FENCE, 2), SyncDir(), Unlink(LEDGER, 1)]
     assert names(images("journaled", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
     assert names(images("weakest-posix", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
-    # DESIGN.md §7: the entry persisted, its inode did not: the fence may vanish while the unlink stays.
+    # docs/architecture.md §Facts: the entry persisted, its inode did not: the fence may vanish while the
+    # unlink stays.
     assert names(images("ext4-nojournal", base, effects)) == {(LEDGER, FENCE), (FENCE,), (LEDGER,), ()}
     fsynced: list[Effect] = [Create(FENCE, 2), Fsync(2), SyncDir(), Unlink(LEDGER, 1)]
     assert names(images("ext4-nojournal", base, fsynced)) == {(LEDGER, FENCE), (FENCE,)}

@@ -1,4 +1,4 @@
-"""The crash explorer on the real store and the ordering study (issue 6 items 1, 3, 4; R-CRASH-1..4).
+"""The crash explorer on the real store and the ordering study (R-CRASH-1..4; docs/crash.md).
 
 The recording seam sees the protocol's effects in the order ``ordering`` issues them (R-STORE-3..5); the
 small study (every sync and ordering step switched off in turn, on real files, under all three models)
@@ -111,7 +111,8 @@ def test_default_search_space_is_pinned(small_study: Study) -> None:
 
 
 def test_default_is_unsafe_on_ext4_without_journal(small_study: Study) -> None:
-    """DESIGN.md §7: a directory sync persists the fence's entry, not its inode, so a returned retire can
+    """docs/architecture.md §Facts: a directory sync persists the fence's entry, not its inode, so a
+    returned retire can
     come back Absent (R-CRASH-2). Its shortest counterexample is two effects long."""
     example = small_study.shortest("default", "ext4-nojournal")
     assert example is not None

@@ -1,4 +1,4 @@
-"""The public surface of each package, pinned (DESIGN.md §3; trio's test_exports)."""
+"""The public surface of each package, pinned (SPEC.md §Protocol; trio's test_exports)."""
 
 from __future__ import annotations
 

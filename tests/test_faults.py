@@ -1,4 +1,4 @@
-"""Injected faults: any seam call may fail with EIO or ENOSPC (issue 6 item 6; R-CRASH-4, STYLE "never
+"""Injected faults: any seam call may fail with EIO or ENOSPC (R-CRASH-4, STYLE "never
 swallow OSError").
 
 A Hypothesis state machine drives a real ``FileLineageStore`` whose seam is a ``FaultyFileSystem``. Each

@@ -1,4 +1,4 @@
-"""Real processes on one directory: their merged history is linearizable (issue 5 item 5; R-CONC-1..2).
+"""Real processes on one directory: their merged history is linearizable (R-CONC-1..2).
 
 Four processes (``multiprocessing`` with ``spawn``) each open their own ``FileLineageStore`` on one
 directory and perform seeded random operations over three rollout IDs, recording every call's invocation

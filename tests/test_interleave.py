@@ -1,4 +1,4 @@
-"""Scheduled interleavings of the real ``FileLineageStore`` (issue 5 item 3; R-CONC-1..3, R-STORE-4..7).
+"""Scheduled interleavings of the real ``FileLineageStore`` (R-CONC-1..3, R-STORE-4..7).
 
 Every seam call of every handle is a scheduling point (``impl.scheduling``; runs and explorations are
 ``impl.interleave``'s, the scenarios ``impl.scenarios``'). These tests show that the scheduler controls the

@@ -1,4 +1,4 @@
-"""Process crashes for real: SIGKILL in the middle of writes, retires and deletes (issue 6 item 5).
+"""Process crashes for real: SIGKILL in the middle of writes, retires and deletes.
 
 A forked child process runs a seeded loop of ``record``, ``retire`` and ``delete`` on a real
 ``FileLineageStore`` and, around every call, appends to an acknowledgement log (fsynced): an ``invoke``

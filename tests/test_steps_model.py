@@ -1,4 +1,4 @@
-"""Tests of the step-level model (spec/concurrency/steps.py; DESIGN.md §5, R-STORE-3..5, R-CONC-1).
+"""Tests of the step-level model (spec/concurrency/steps.py; SPEC.md §Store, R-STORE-3..5, R-CONC-1).
 
 What they prove: run one call at a time, the step model returns exactly what the sequential model returns
 and leaves the directory in the state the model says (so the step model is a refinement of ``model``);

@@ -1,4 +1,4 @@
-"""The conformance kit against ``FileLineageStore`` (SPEC.md R-KIT-1..6, R-STORE-7; issue 3 "Done when").
+"""The conformance kit against ``FileLineageStore`` (SPEC.md R-KIT-1..6, R-STORE-7).
 
 Three handles on one directory act as three workers of one model server, and the kit's ``reopen`` rule
 replaces a handle mid-run, as a restarted worker would; with one handle the kit opens a fresh directory

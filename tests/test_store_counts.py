@@ -1,5 +1,5 @@
 """Counted behaviour of ``FileLineageStore``, observed through a counting wrapper of the seam
-(SPEC.md R-WRITE-6, R-STORE-3..6, R-BATCH-4; issue 3 item 7).
+(SPEC.md R-WRITE-6, R-STORE-3..6, R-BATCH-4).
 
 Counts, never times. The wrapper records every ``FileSystem`` call with its file name, and the store runs
 on real files with real fsyncs underneath. Variants with one step switched off show that each assertion

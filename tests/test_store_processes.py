@@ -1,4 +1,4 @@
-"""``FileLineageStore`` shared by real processes (SPEC.md R-STORE-2, R-CONC-1..3, R-WRITE-4; issue 3 item 6).
+"""``FileLineageStore`` shared by real processes (SPEC.md R-STORE-2, R-CONC-1..3, R-WRITE-4).
 
 - Processes started with different ``PYTHONHASHSEED`` agree on every rollout's lock stripe (R-STORE-2).
 - Stripe locks exclude other processes and other threads: a read-modify-write of a shared file under the

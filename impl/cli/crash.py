@@ -1,4 +1,4 @@
-"""``capture-ledger crash``: run the crash-consistency study and write its report (issue 6 item 4).
+"""``capture-ledger crash``: run the crash-consistency study and write its report.
 
 ``capture-ledger crash`` runs the small study (every sync and ordering step switched off in turn, plus the
 default protocol and its ``fence_sync`` options, on the small workloads, under all three persistence

@@ -1,4 +1,4 @@
-"""``capture-ledger explore`` and ``capture-ledger check-history`` (issue 5; R-CONC-1..3).
+"""``capture-ledger explore`` and ``capture-ledger check-history`` (R-CONC-1..3).
 
 ``explore [--config NAME] [--ablate] [--json]`` runs the exhaustive explorer of the step-level model
 (``spec.explore``) over the pinned configurations: states explored, complete executions, time, and any

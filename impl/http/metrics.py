@@ -38,7 +38,8 @@ __all__ = ["CONTENT_TYPE", "OPERATIONS", "InstrumentedLedger", "LedgerMetrics", 
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 #: The ledger operations that are timed.
 OPERATIONS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
-# Appends and directory syncs take 0.1 to 0.5 ms on local disk (DESIGN.md §7); a batch of 4096 takes more.
+# Appends and directory syncs take 0.1 to 0.5 ms on local disk (docs/architecture.md §Facts); a batch of
+# 4096 takes more.
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 

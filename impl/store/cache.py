@@ -1,4 +1,4 @@
-"""The per-handle cache of parsed ledger rows (SPEC.md R-STORE-7; DESIGN.md §5).
+"""The per-handle cache of parsed ledger rows (SPEC.md R-STORE-7; SPEC.md §Store).
 
 Each ``FileLineageStore`` handle keeps, per rollout, what it last parsed of the ledger file: the file's
 inode, the offset past the last complete line, the removal counter (generation) it saw, and the entries.

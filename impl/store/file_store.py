@@ -1,4 +1,4 @@
-"""``FileLineageStore``: the production file-backed ledger (SPEC.md §Store, R-STORE-1..8; DESIGN.md §5).
+"""``FileLineageStore``: the production file-backed ledger (SPEC.md §Store, R-STORE-1..8; SPEC.md §Store).
 
 One directory holds ``<id>.lineage.jsonl`` ledgers (``lines``), empty ``<id>.lineage.retired`` fences and
 a fixed set of striped lock files (``locks``). Every operation on a rollout runs under its stripe's lock,
@@ -7,11 +7,12 @@ seam (``fs``); the order of creates, syncs and unlinks is decided in ``ordering`
 parsed rows (``cache``) and re-validates them under the lock, so handles in several processes on one
 directory behave as the workers of one model server.
 
-Guaranteed (given the persistence model of DESIGN.md §6): a returned ``record`` is durable; a returned
+Guaranteed (given the persistence model of SPEC.md §Crash): a returned ``record`` is durable; a returned
 ``retire`` leaves its batch Retired and no later write re-creates a ledger until a delete (R-CONC-2); a
 returned ``delete`` leaves its batch Absent. Not guaranteed: atomicity of a batch across IDs (R-CONC-1);
 exclusion on network file systems whose ``flock`` is node-local (use node-local directories); durability
-of fences on a file system without a journal unless ``fence_sync="file"`` or ``"syncfs"`` (DESIGN.md §7).
+of fences on a file system without a journal unless ``fence_sync="file"`` or ``"syncfs"``
+(docs/architecture.md §Facts).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lock stripes chosen by a stable hash (SPEC.md R-STORE-2, R-STORE-7; DESIGN.md §5 and §7).
+"""Lock stripes chosen by a stable hash (SPEC.md R-STORE-2, R-STORE-7).
 
 Every rollout ID maps to one of a fixed number of lock stripes, and to one removal-counter slot inside that
 stripe's lock file. The hash is ``zlib.crc32`` of the ID's UTF-8 bytes, not Python's ``hash()``, which is

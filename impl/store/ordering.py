@@ -1,4 +1,4 @@
-"""The one place that orders the store's durable effects (SPEC.md R-STORE-3..5, R-CONC-2..3; DESIGN.md §5).
+"""The one place that orders the store's durable effects (SPEC.md R-STORE-3..5, R-CONC-2..3; SPEC.md §Store).
 
 Every create, fsync, directory sync, truncate and unlink of ``FileLineageStore`` happens in this module, in
 this order:
@@ -19,12 +19,13 @@ this order:
 
 ``fence_sync`` chooses how phase 1 makes fences durable: ``"directory"`` (one directory fsync; enough on a
 journaled file system), ``"file"`` (also fsync each new fence before that directory fsync: needed where a
-directory fsync persists a new file's entry but not its inode, as on the unjournaled ext4 of DESIGN.md §7),
+directory fsync persists a new file's entry but not its inode, as on the unjournaled ext4 of
+docs/architecture.md §Facts),
 ``"syncfs"`` (one ``syncfs(2)`` per batch instead of the directory fsync).
 
 ``StoreVariant`` switches single guards or ordering steps off. **It exists only to study the protocol**
 (the crash explorer and the conformance kit must reject the broken variants); production code never
-changes it. Not guaranteed here: anything about the persistence model itself (DESIGN.md §6).
+changes it. Not guaranteed here: anything about the persistence model itself (SPEC.md §Crash).
 """
 
 from __future__ import annotations

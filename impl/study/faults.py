@@ -1,4 +1,4 @@
-"""Injected faults: a ``FileSystem`` whose calls can fail with ``OSError`` (issue 6 item 6; R-CRASH-4).
+"""Injected faults: a ``FileSystem`` whose calls can fail with ``OSError`` (R-CRASH-4).
 
 ``FaultyFileSystem`` wraps a ``FileSystem``. Before each call it asks its ``plan`` whether this call fails;
 a planned fault raises ``OSError(EIO)`` or ``OSError(ENOSPC)`` at one of three moments:

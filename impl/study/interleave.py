@@ -1,4 +1,4 @@
-"""Interleavings of the real file store under controlled schedules (SPEC.md R-CONC-1..3; issue 5 item 3).
+"""Interleavings of the real file store under controlled schedules (SPEC.md R-CONC-1..3).
 
 Several handles (``FileLineageStore`` instances on one directory, each over its own ``OsFileSystem``) run
 store operations in threads, one thread per handle, each handle's seam wrapped in

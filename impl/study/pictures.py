@@ -1,4 +1,4 @@
-"""SVG pictures of the crash study: the clause matrix and one counterexample timeline (issue 6 item 4).
+"""SVG pictures of the crash study: the clause matrix and one counterexample timeline.
 
 Pictures for the report that ``impl.crash_report`` writes (SPEC.md §Crash, R-CRASH-1..4): ``matrix_svg``
 draws *configuration × model × clause* with the broken clauses in red; ``timeline_svg`` draws one

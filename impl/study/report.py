@@ -1,4 +1,4 @@
-"""The ordering study: which sync or ordering step protects which crash clause, under which model (issue 6).
+"""The ordering study: which sync or ordering step protects which crash clause, under which model.
 
 For every step of the protocol (``ordering.StoreVariant``) one store configuration switches it off; the
 default protocol and its ``fence_sync`` options are studied next to them. Each configuration runs every
@@ -168,7 +168,7 @@ SMALL_WORKLOADS = (
     "retire-delete-reuse",
 )
 
-#: The protocol's sync and ordering steps, each switched off alone (issue 6 item 4).
+#: The protocol's sync and ordering steps, each switched off alone.
 STEPS = (
     "sync_after_fences",
     "sync_when_nothing_written",

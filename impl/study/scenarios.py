@@ -1,4 +1,4 @@
-"""The interleaving scenarios: the races of issue 5 item 3 on the real file store (SPEC.md R-CONC-1..3).
+"""The interleaving scenarios: the races that matter on the real file store (SPEC.md R-CONC-1..3).
 
 ``SCENARIOS`` are the operations ``interleave`` runs under every bounded schedule, each starting with
 ``a`` made Live by handle 0; ``store_opener`` opens ``FileLineageStore`` handles, optionally with a
@@ -56,7 +56,7 @@ def _row(k: int) -> dict[str, object]:
 
 _LIVE_A: tuple[tuple[int, Operation], ...] = ((0, Record("a", _row(1))),)
 
-#: The scenarios of issue 5 item 3 and two more, each starting with ``a`` made Live by handle 0.
+#: The races of docs/interleavings.md, each starting with ``a`` made Live by handle 0.
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [

@@ -1,4 +1,4 @@
-"""The turn token of the interleaving scheduler (SPEC.md R-CONC-1..3, R-STORE-2; issue 5 item 3).
+"""The turn token of the interleaving scheduler (SPEC.md R-CONC-1..3, R-STORE-2).
 
 Each scheduled thread runs store operations on its own handle, whose effects seam is wrapped in
 ``SchedulingFileSystem``: before **every** call through the seam, and before each operation starts, the

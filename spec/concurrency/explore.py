@@ -1,4 +1,4 @@
-"""An exhaustive explorer (model checker) of the step-level model (R-CONC-1..3, DESIGN.md §5).
+"""An exhaustive explorer (model checker) of the step-level model (R-CONC-1..3, SPEC.md §Store).
 
 ``explore(config, guards)`` visits every state reachable by interleaving the clients of a bounded
 configuration (``steps.Config``), breadth first with state hashing, so each state is expanded once and the

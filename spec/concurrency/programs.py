@@ -1,4 +1,4 @@
-"""The client call programs of the step-level model: each call as a sequence of atomic steps (DESIGN.md §5;
+"""The client call programs of the step-level model: each call as a sequence of atomic steps (SPEC.md §Store;
 R-STORE-3..5, R-WRITE-3..6, R-ADMIT-2, R-READ-1..3, R-RETIRE-1..2, R-DELETE-1..2, R-CONC-1..3).
 
 ``spec/concurrency/steps.py`` holds the state and the atomic steps (``Stepper``); this module holds the

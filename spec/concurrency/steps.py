@@ -1,4 +1,4 @@
-"""The step-level model of the file store's concurrent protocol: its state and atomic steps (DESIGN.md §5;
+"""The step-level model of the file store's concurrent protocol: its state and atomic steps (SPEC.md §Store;
 R-STORE-1..7, R-CONC-1..3).
 
 Where ``model`` makes each call one atomic step, this model splits the calls of ``FileLineageStore`` into

@@ -3,7 +3,7 @@
 A rollout ID names files in the lineage directory, so the rules are strict: 1 to
 ``MAX_ROLLOUT_ID_LENGTH`` characters matching ``[A-Za-z0-9][A-Za-z0-9._-]*`` (ASCII only, no leading dot
 or dash, no slash). The upstream validator has no length limit, so an ID it accepts can still fail at the
-file system with a name too long; ours fails validation instead (DESIGN.md §4).
+file system with a name too long; ours fails validation instead (SPEC.md §Decisions).
 
 These functions are pure and total: CrossHair checks their contracts (``capture_ledger.spec.core.contracts``).
 Not guaranteed: that an ID valid here is unused, or that the directory holding it exists.

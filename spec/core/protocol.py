@@ -1,4 +1,4 @@
-"""The ``CaptureLedger`` protocol and its result types (SPEC.md §Protocol, DESIGN.md §3).
+"""The ``CaptureLedger`` protocol and its result types (SPEC.md §Protocol, SPEC.md §Protocol).
 
 Third parties satisfy the protocol structurally; they never subclass. Implementations may define the
 methods as coroutines (NeMo Gym's are ``async``); the conformance kit and the CLI await them, and

@@ -1,4 +1,4 @@
-"""Persistence models: which disk images a crash may leave (SPEC.md §Crash; DESIGN.md §6–7).
+"""Persistence models: which disk images a crash may leave (SPEC.md §Crash; docs/architecture.md §Facts).
 
 The crash contract (R-CRASH-1..4, judged by ``spec.crash_contract``) only means something relative to what
 the file system promises to keep at a crash. This module states three such promises precisely, as pure
@@ -26,7 +26,8 @@ may persist as any prefix. (Real ext4 with a journal promises more; this is the 
 independently of the others (so in any combination and as if in any order); an entry that comes back names
 its inode; an unsynced append may persist as any prefix of its bytes.
 
-``ext4-nojournal`` — as measured on these machines (DESIGN.md §7): as ``weakest-posix``, and in addition a
+``ext4-nojournal`` — as measured on these machines (docs/architecture.md §Facts): as ``weakest-posix``, and
+in addition a
 directory sync persists a new *entry* but not the new *inode* it names. An inode is durable only once it is
 fsynced, flushed by ``Syncfs``, or was in the baseline. An entry naming a non-durable inode comes back
 either dropped (fsck removes the dangling entry) or as a file holding any prefix of its bytes, the empty
@@ -377,7 +378,8 @@ def _independent_space(replay: _Replay, *, inode_may_vanish: bool) -> ImageSpace
             if inode is None:
                 choices.append(None)
             elif inode_may_vanish and inode not in replay.durable_inodes:
-                # ext4 without a journal: the entry persisted, its inode did not (DESIGN.md §7).
+                # ext4 without a journal: the entry persisted, its inode did not (docs/architecture.md
+                # §Facts).
                 choices.append(None)
                 choices.extend(_contents(replay, inode, lowest=0))
             else:
