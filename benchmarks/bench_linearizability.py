@@ -48,19 +48,19 @@ def _operation(rng: random.Random, ids: list[str]) -> model.Operation:
     return model.Record("not/valid", {"model_call_id": call})  # rejected by validation
 
 
-def _replay(states: dict[str, model.LedgerState], op: model.Operation) -> model.Result:
+def _replay(states: dict[str, model.RolloutState], op: model.Operation) -> model.Result:
+    """``model.step`` on one state per ID (IDs never interact), so the replay stays linear in ``ops``."""
+    ids = model.rollout_ids_of(op)
+    if isinstance(ids, model.Err):
+        return ids
+    results = []
+    for rollout_id in ids:
+        states[rollout_id], result = model.step_rollout(states.get(rollout_id, model.ABSENT), rollout_id, op)
+        results.append(result)
     if isinstance(op, model.Retire | model.Delete):
-        removed: list[str] = []
-        absent: list[str] = []
-        for rollout_id in dict.fromkeys(op.rollout_ids):  # type: ignore[call-overload]
-            state, result = model.step(states.get(rollout_id, model.LedgerState()), type(op)([rollout_id]))
-            states[rollout_id] = state
-            (removed if result.value.removed else absent).append(rollout_id)  # type: ignore[union-attr]
-        return model.Ok(model.Removal(tuple(removed), tuple(absent)))
-    rollout_id = str(op.rollout_id)
-    state, result = model.step(states.get(rollout_id, model.LedgerState()), op)
-    states[rollout_id] = state
-    return result
+        removed = tuple(i for i, r in zip(ids, results, strict=True) if r == model.Ok(True))
+        return model.Ok(model.Removal(removed, tuple(i for i in ids if i not in removed)))
+    return results[0]
 
 
 def simulate(ops: int, ids: int, *, clients: int = 16, window: int = 12, seed: int = 0) -> list[Event]:
@@ -80,8 +80,7 @@ def simulate(ops: int, ids: int, *, clients: int = 16, window: int = 12, seed: i
         pending = rng.random() < 0.001
         planned.append((point, client, invoked, invoked + duration, _operation(rng, hot), pending))
         free[client] = invoked + duration
-    # One single-ID model state per rollout (IDs never interact), so the replay stays linear in ``ops``.
-    states: dict[str, model.LedgerState] = {}
+    states: dict[str, model.RolloutState] = {}
     events: list[Event] = []
     for _point, client, invoked, returned, op, pending in sorted(planned, key=lambda p: p[0]):
         if pending and rng.random() < 0.5:

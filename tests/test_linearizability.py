@@ -13,7 +13,14 @@ import random
 
 import pytest
 from capture_ledger.spec.concurrency.history import Event, event_from_json, event_to_json
-from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history, partition
+from capture_ledger.spec.concurrency.linearizability import (
+    Ok,
+    SubOperation,
+    Unknown,
+    Violation,
+    check_history,
+    partition,
+)
 from capture_ledger.spec.core import model
 from capture_ledger.spec.core.model import (
     Admit,
@@ -78,6 +85,70 @@ def _concurrent(ops: list[model.Operation], seed: int, *, clients: int = 3) -> l
         state, result = model.step(state, op)
         events.append(Event(client, op, invoked, returned, result))
     return events
+
+
+VALIDATION_ERRORS = {
+    model.ErrorKind.INVALID_ROLLOUT_ID,
+    model.ErrorKind.INVALID_INPUT,
+    model.ErrorKind.TYPE_ERROR,
+}
+#: One rollout in each state: Absent, Live, Live (fenced), Retired.
+STATES: tuple[model.RolloutState, ...] = (
+    model.ABSENT,
+    model.Live((model.RecordEntry("m1", M1),)),
+    model.Live((model.RecordEntry("m1", M1), model.FailureEntry("m2", "x")), fenced=True),
+    model.RETIRED,
+)
+
+
+def _disagreements(
+    before: LedgerState, op: model.Operation, parts: dict[str, list[SubOperation]]
+) -> list[str]:
+    """Where the checker's sub-operations of ``op``, composed per ID, depart from ``model.step``."""
+    after, result = model.step(before, op)
+    if isinstance(result, model.Err) and result.kind in VALIDATION_ERRORS:
+        return [] if parts == {} else [f"{op!r} fails validation but has sub-operations"]  # R-BATCH-2
+    found = [] if sorted(parts) == sorted(model.rollout_ids_of(op)) else [f"{op!r}: IDs {sorted(parts)}"]  # type: ignore[arg-type]
+    for rollout_id, subs in parts.items():
+        state, observed = before.get(rollout_id), []
+        for sub in subs:
+            state, got = sub.apply(state)
+            observed.append(got)
+        if state != after.get(rollout_id):
+            found.append(f"{op!r} takes {rollout_id} to {state!r}, the model to {after.get(rollout_id)!r}")
+        expected = result
+        if isinstance(result, model.Ok) and isinstance(result.value, Removal):
+            expected = OK(rollout_id in result.value.removed)  # a batch: removed or not, per ID
+        if observed[0] != expected:
+            found.append(f"{op!r} on {rollout_id} gives {observed[0]!r}, the model {expected!r}")
+    return found
+
+
+@given(st.sampled_from(STATES), st.sampled_from(STATES), _ops(["a", "b"]))
+@profile_settings()
+def test_the_checkers_per_id_steps_are_the_models(
+    a: model.RolloutState, b: model.RolloutState, op: model.Operation
+) -> None:
+    # The checker judges each ID with the sub-operations ``partition`` makes (``model.step_rollout``, and
+    # a retire's two points); composed, they take each ID where ``model.step`` does, with its result.
+    before = LedgerState.of({"a": a, "b": b})
+    _, result = model.step(before, op)
+    parts, invalid = partition([Event(0, op, 0, 1, result)])
+    assert invalid is None
+    assert _disagreements(before, op, parts) == []
+
+
+def test_a_per_id_step_that_departs_from_the_model_is_told_apart() -> None:
+    # The comparison can fail: a sub-operation that forgets a write, or one for an ID the batch lacks.
+    op = Record("a", ROW)
+    parts, _ = partition([Event(0, op, 0, 1, OK(None))])
+    forgetful = {"a": [parts["a"][0]._replace(apply=lambda state: (state, OK(None)))]}
+    assert _disagreements(LedgerState(), op, forgetful) == [
+        f"{op!r} takes a to Absent(), the model to {model.Live((model.RecordEntry('m1', M1),))!r}"
+    ]
+    retire = Retire(["a"])
+    parts, _ = partition([Event(0, retire, 0, 1, OK(Removal((), ("a",))))])
+    assert _disagreements(LedgerState(), retire, {**parts, "b": parts["a"]}) != []
 
 
 @given(st.lists(_ops(["a", "b"]), max_size=25))

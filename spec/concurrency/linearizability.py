@@ -39,41 +39,23 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from capture_ledger.spec.concurrency.history import Event, results_match
-from capture_ledger.spec.core.errors import InvalidRolloutIdError
-from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
 from capture_ledger.spec.core.model import (
     ABSENT,
-    Admit,
     Delete,
     Discarded,
-    Entry,
     Err,
     ErrorKind,
-    FailureEntry,
-    HasRows,
     Live,
-    ManifestValue,
     Operation,
-    Record,
-    RecordEntry,
-    RecordFailure,
     Removal,
     Result,
     Retire,
-    Retired,
     RolloutState,
-    delete_one,
     retire_one,
-    step_write,
+    rollout_ids_of,
+    step_rollout,
 )
 from capture_ledger.spec.core.model import Ok as _ModelOk
-from capture_ledger.spec.core.rows import (
-    canonical_json,
-    row_staging_key,
-    validate_failure,
-    validate_model_call_id,
-    validate_row,
-)
 
 __all__ = [
     "CheckResult",
@@ -154,50 +136,11 @@ class SubOperation(NamedTuple):
         return f"{label} ({self.stage})" if self.stage else label
 
 
-def _manifest(entries: tuple[Entry, ...]) -> ManifestValue:
-    records = tuple(e.canonical for e in entries if isinstance(e, RecordEntry))
-    failures = tuple((e.model_call_id, e.reason) for e in entries if isinstance(e, FailureEntry))
-    return ManifestValue(records, failures)
+def _rollout_apply(op: Operation, rollout_id: str) -> Apply:
+    """``model.step_rollout`` of ``op`` on ``rollout_id``, as a function of the state."""
 
-
-def _single_apply(op: object, rollout_id: str) -> Apply:
-    """The per-ID step of a valid single-ID operation, mirroring ``model.step`` (R-WRITE, R-ADMIT, R-READ)."""
-    if isinstance(op, Record | RecordFailure):
-        if isinstance(op, Record):
-            row = validate_row(op.row)
-            entry: Entry = RecordEntry(row["model_call_id"], canonical_json(row))
-            key = row_staging_key(row)
-        else:
-            entry = FailureEntry(*validate_failure(op.model_call_id, op.reason))
-            key = None
-        return lambda state: step_write(state, rollout_id, entry, key)
-    if isinstance(op, Admit):
-        admitted = staging_key(rollout_id, validate_model_call_id(op.model_call_id))
-
-        def admit(state: RolloutState) -> tuple[RolloutState, Result]:
-            fenced = isinstance(state, Retired) or (isinstance(state, Live) and state.fenced)
-            return state, _ModelOk(None if fenced else admitted)  # R-ADMIT-2
-
-        return admit
-    retired_error = Err(ErrorKind.ROLLOUT_RETIRED)
-    if isinstance(op, HasRows):
-        return lambda state: (
-            state,
-            retired_error if isinstance(state, Retired) else _ModelOk(isinstance(state, Live)),
-        )
-
-    def manifest(state: RolloutState) -> tuple[RolloutState, Result]:
-        if isinstance(state, Retired):
-            return state, retired_error  # R-READ-3
-        return state, _ModelOk(_manifest(state.entries if isinstance(state, Live) else ()))
-
-    return manifest
-
-
-def _batch_apply(one: Callable[[RolloutState], tuple[RolloutState, bool]]) -> Apply:
     def apply(state: RolloutState) -> tuple[RolloutState, Result]:
-        after, removed = one(state)
-        return after, _ModelOk(removed)
+        return step_rollout(state, rollout_id, op)
 
     return apply
 
@@ -218,9 +161,6 @@ def _retire_complete(state: RolloutState) -> tuple[RolloutState, Result]:
     return state, _ModelOk(None)
 
 
-_DELETE_APPLY = _batch_apply(delete_one)
-
-
 def _removal_shape_error(batch: list[str], removal: object) -> str | None:
     if not isinstance(removal, Removal):
         return f"returned {removal!r}, not a removal"
@@ -234,24 +174,14 @@ def _removal_shape_error(batch: list[str], removal: object) -> str | None:
     return None
 
 
-def _prepare(op: Operation) -> Err | tuple[list[str], Apply]:
-    """Validate ``op`` as ``model.step`` does: a validation error, or its IDs and its per-ID step."""
-    if isinstance(op, Retire | Delete):
-        try:
-            batch = validate_rollout_ids(op.rollout_ids)  # R-BATCH-1..3
-        except InvalidRolloutIdError:
-            return Err(ErrorKind.INVALID_ROLLOUT_ID)
-        except TypeError:
-            return Err(ErrorKind.TYPE_ERROR)
-        return batch, _retire_fence if isinstance(op, Retire) else _DELETE_APPLY
-    try:
-        rollout_id = validate_rollout_id(op.rollout_id)  # R-ID-1, checked before the row
-    except InvalidRolloutIdError:
-        return Err(ErrorKind.INVALID_ROLLOUT_ID)
-    try:
-        return [rollout_id], _single_apply(op, rollout_id)
-    except (TypeError, ValueError):
-        return Err(ErrorKind.INVALID_INPUT)  # R-WRITE-1, R-WRITE-7
+def _prepare(op: Operation) -> Err | list[str]:
+    """Validate ``op`` as ``model.step`` does: its IDs, or the validation error (R-ID-1, R-BATCH-1..3, then
+    R-WRITE-1, R-WRITE-7), which depends on the arguments alone."""
+    ids = rollout_ids_of(op)
+    if isinstance(ids, Err) or isinstance(op, Retire | Delete):
+        return ids
+    _, probe = step_rollout(ABSENT, ids[0], op)
+    return probe if isinstance(probe, Err) else ids  # from Absent, only validation fails
 
 
 def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], Violation | None]:
@@ -281,7 +211,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                 problem = f"{op!r} must fail validation with {prepared!r} but returned {result!r}"
                 return parts, Violation(None, (event,), problem)
             continue  # rejected by validation: changed nothing anywhere (R-BATCH-2)
-        ids, apply = prepared
+        ids = prepared
         if isinstance(op, Retire | Delete):
             if isinstance(result, Err):
                 problem = f"{op!r} can only fail validation, but returned {result!r}"
@@ -299,7 +229,9 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                 if isinstance(op, Retire):
                     # Two points, in this order and adjacent in the list (``_search`` relies on it).
                     part.append(
-                        SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op, "fence")
+                        SubOperation(
+                            index, rollout_id, event.invoked, returned, _retire_fence, observed, op, "fence"
+                        )
                     )
                     part.append(
                         SubOperation(
@@ -307,11 +239,12 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                         )
                     )
                 else:
+                    apply = _rollout_apply(op, rollout_id)
                     part.append(SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op))
             continue
         if isinstance(result, _ModelOk) and isinstance(result.value, Discarded):
             result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
-        sub = SubOperation(index, ids[0], event.invoked, returned, apply, result, op)
+        sub = SubOperation(index, ids[0], event.invoked, returned, _rollout_apply(op, ids[0]), result, op)
         parts.setdefault(ids[0], []).append(sub)
     return parts, None
 

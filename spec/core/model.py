@@ -66,7 +66,9 @@ __all__ = [
     "delete_one",
     "manifest_value_of",
     "retire_one",
+    "rollout_ids_of",
     "step",
+    "step_rollout",
     "step_write",
 ]
 
@@ -360,16 +362,20 @@ def delete_one(state: RolloutState) -> tuple[RolloutState, bool]:
     return ABSENT, isinstance(state, Live)
 
 
-def _single(rollout_id: object) -> str | Err:
-    try:
-        return validate_rollout_id(rollout_id)
-    except InvalidRolloutIdError:
-        return Err(ErrorKind.INVALID_ROLLOUT_ID)
+def rollout_ids_of(op: Operation) -> list[str] | Err:
+    """The rollout IDs an operation touches, validated: its one ID, or its batch de-duplicated in first-seen
+    order (R-ID-1..2, R-BATCH-1..3); or the validation error, which depends on nothing else.
 
+    Args:
+        op: any operation value.
 
-def _batch(rollout_ids: object) -> list[str] | Err:
+    Returns:
+        The IDs, or ``Err`` (``INVALID_ROLLOUT_ID``, or ``TYPE_ERROR`` for a batch that is not a sequence).
+    """
     try:
-        return validate_rollout_ids(rollout_ids)
+        if isinstance(op, Retire | Delete):
+            return validate_rollout_ids(op.rollout_ids)
+        return [validate_rollout_id(op.rollout_id)]
     except InvalidRolloutIdError:
         return Err(ErrorKind.INVALID_ROLLOUT_ID)
     except TypeError:
@@ -387,49 +393,64 @@ def _entry_of(op: Record | RecordFailure) -> tuple[Entry, str | None] | Err:
         return Err(ErrorKind.INVALID_INPUT)
 
 
-def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
-    """Apply one operation: the next state and the operation's result. Pure and total.
+def step_rollout(state: RolloutState, rollout_id: str, op: Operation) -> tuple[RolloutState, Result]:
+    """Apply one operation to one rollout ID: that ID's next state and the result. Pure and total.
 
-    Validation comes first and an error changes nothing: the rollout ID (R-ID-1), then the row or
-    arguments (R-WRITE-1), then the state (R-WRITE-3, R-READ-3).
+    The per-ID half of ``step``, and the step the linearizability checker takes on each ID of a history
+    (IDs never interact, R-CONC-1). The arguments other than the IDs are validated first, and an error
+    depends on them alone, never on ``state`` (R-WRITE-1, R-WRITE-7); so an ``Err`` from ``ABSENT`` is
+    always a validation error.
+
+    Args:
+        state: the rollout's state before.
+        rollout_id: the operation's ID, already validated (``rollout_ids_of``); for ``Retire`` and
+            ``Delete``, one ID of the batch.
+        op: the operation.
+
+    Returns:
+        The state after and the result; for ``Retire`` and ``Delete`` the result is ``Ok(removed)``, a
+        ``bool`` saying whether the ID had rows (R-RETIRE-1..3, R-DELETE-1..2).
     """
     if isinstance(op, Retire | Delete):
-        batch = _batch(op.rollout_ids)
-        if isinstance(batch, Err):
-            return state, batch  # R-BATCH-1, R-BATCH-2
-        one = retire_one if isinstance(op, Retire) else delete_one
-        removed: list[str] = []
-        absent: list[str] = []
-        for rollout_id in batch:  # R-BATCH-3: de-duplicated, first-seen order
-            after, had_rows = one(state.get(rollout_id))
-            state = state.set(rollout_id, after)
-            (removed if had_rows else absent).append(rollout_id)
-        return state, Ok(Removal(tuple(removed), tuple(absent)))
-
-    checked = _single(op.rollout_id)
-    if isinstance(checked, Err):
-        return state, checked
-    rollout_id = checked
-    current = state.get(rollout_id)
-
+        after, removed = (retire_one if isinstance(op, Retire) else delete_one)(state)
+        return after, Ok(removed)
     if isinstance(op, Record | RecordFailure):
         made = _entry_of(op)
         if isinstance(made, Err):
-            return state, made
-        after, result = step_write(current, rollout_id, *made)
-        return state.set(rollout_id, after), result
-
+            return state, made  # R-WRITE-1, R-WRITE-7: refused whatever the state, even Retired
+        return step_write(state, rollout_id, *made)
     if isinstance(op, Admit):
         try:
             model_call_id = validate_model_call_id(op.model_call_id)
         except (TypeError, ValueError):
             return state, Err(ErrorKind.INVALID_INPUT)
-        fenced = isinstance(current, Retired) or (isinstance(current, Live) and current.fenced)
+        fenced = isinstance(state, Retired) or (isinstance(state, Live) and state.fenced)
         return state, Ok(None if fenced else staging_key(rollout_id, model_call_id))  # R-ADMIT-1..2
-
-    if isinstance(current, Retired):
+    if isinstance(state, Retired):
         return state, Err(ErrorKind.ROLLOUT_RETIRED)  # R-READ-3, R-READ-4
     if isinstance(op, HasRows):
-        return state, Ok(isinstance(current, Live))  # R-READ-4
-    entries = current.entries if isinstance(current, Live) else ()
-    return state, Ok(_manifest_of(entries))  # R-READ-1, R-READ-2
+        return state, Ok(isinstance(state, Live))  # R-READ-4
+    return state, Ok(_manifest_of(state.entries if isinstance(state, Live) else ()))  # R-READ-1, R-READ-2
+
+
+def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
+    """Apply one operation: the next state and the operation's result. Pure and total.
+
+    Validation comes first and an error changes nothing: the rollout ID or batch (R-ID-1, R-BATCH-1..2),
+    then the row or arguments (R-WRITE-1), then the state (R-WRITE-3, R-READ-3). Each ID then takes
+    ``step_rollout``; a batch's IDs in first-seen order (R-BATCH-3), each reported ``removed`` or ``absent``.
+    """
+    ids = rollout_ids_of(op)
+    if isinstance(ids, Err):
+        return state, ids  # R-BATCH-1, R-BATCH-2, R-ID-1
+    if not isinstance(op, Retire | Delete):
+        current = state.get(ids[0])
+        after, result = step_rollout(current, ids[0], op)
+        return (state if after is current else state.set(ids[0], after)), result
+    removed: list[str] = []
+    absent: list[str] = []
+    for rollout_id in ids:
+        after, result = step_rollout(state.get(rollout_id), rollout_id, op)
+        state = state.set(rollout_id, after)
+        (removed if result == Ok(True) else absent).append(rollout_id)
+    return state, Ok(Removal(tuple(removed), tuple(absent)))
