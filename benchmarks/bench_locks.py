@@ -5,7 +5,8 @@ Uncontended acquire + release, measured side by side in alternating rounds of on
 - ``filelock.FileLock`` on a lock file (opens and closes the file on every acquisition);
 - ``fcntl.flock`` on a descriptor held open (the floor: two system calls);
 - ``threading.Lock`` + ``fcntl.flock`` on a held-open descriptor: ``OsFileSystem.lock``/``unlock``, what the
-  store uses, because ``flock`` does not exclude threads sharing one descriptor.
+  store uses, because ``flock`` does not exclude threads sharing one descriptor;
+- the same through ``with stripe_lock(fs, stripe):``, the one way the store takes a stripe.
 
 Medians over rounds, in µs per acquire + release, and ratios to the floor.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import filelock
 from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
+from capture_ledger.impl.store.locks import stripe_lock
 
 
 def _per_op(action: Callable[[], None], count: int) -> float:
@@ -60,10 +62,15 @@ def main(argv: list[str] | None = None) -> int:
             fs.lock(1)
             fs.unlock(1)
 
+        def with_stripe_lock() -> None:
+            with stripe_lock(fs, 1):
+                pass
+
         cases = {
             "filelock.FileLock": with_filelock,
             "fcntl.flock, held-open fd (floor)": with_flock,
             "threading.Lock + flock (store)": with_store_lock,
+            "with stripe_lock(fs, 1) (store)": with_stripe_lock,
         }
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):

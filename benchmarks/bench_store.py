@@ -133,19 +133,32 @@ class Bench:
             (directory / f"{rollout_id}.lineage.jsonl").write_bytes(_line("m0") + _line("m1"))
         os.sync()
 
-    def retire_batch(self, *, fence_sync: FenceSync = "directory", cached: bool = False) -> Samples:
-        ids = [f"rollout-{i:05d}" for i in range(self.batch)]
-        store_dir, floor_dir = self.fresh(), self.fresh()
-        store = FileLineageStore(store_dir, fence_sync=fence_sync)
-        if cached:
+    def _batch(self, ids: list[str], store: FileLineageStore, *, cached: bool = False) -> int:
+        """Give the store and a fresh floor directory ``ids`` as Live ledgers; the floor's directory fd."""
+        if cached:  # written by the handle that will remove them
             for rollout_id in ids:
                 store.record(rollout_id, dict(ROW, model_call_id="m0"))
                 store.record(rollout_id, dict(ROW, model_call_id="m1"))
             os.sync()
         else:
-            self._populate(store_dir, ids)
+            self._populate(store.directory, ids)
+        floor_dir = self.fresh()
         self._populate(floor_dir, ids)
-        dir_fd = os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+        return os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+
+    def _removal(
+        self, store: FileLineageStore, remove: Callable[[], object], floor: Callable[[], None], dir_fd: int
+    ) -> Samples:
+        """Time one batch removal by the store against the floor, per ID; then close both."""
+        store_time, floor_time = self._both(remove, floor, self.batch)
+        os.close(dir_fd)
+        store.close()
+        return [store_time], [floor_time]
+
+    def retire_batch(self, *, fence_sync: FenceSync = "directory", cached: bool = False) -> Samples:
+        ids = [f"rollout-{i:05d}" for i in range(self.batch)]
+        store = FileLineageStore(self.fresh(), fence_sync=fence_sync)
+        dir_fd = self._batch(ids, store, cached=cached)
 
         def floor() -> None:
             for rollout_id in ids:
@@ -167,10 +180,7 @@ class Bench:
                 os.unlink(f"{rollout_id}.lineage.jsonl", dir_fd=dir_fd)
             os.fsync(dir_fd)
 
-        store_time, floor_time = self._both(lambda: store.retire(ids), floor, len(ids))
-        os.close(dir_fd)
-        store.close()
-        return [store_time], [floor_time]
+        return self._removal(store, lambda: store.retire(ids), floor, dir_fd)
 
     def _both(
         self, store: Callable[[], object], floor: Callable[[], object], count: int
@@ -187,11 +197,8 @@ class Bench:
 
     def delete_batch(self) -> Samples:
         ids = [f"rollout-{i:05d}" for i in range(self.batch)]
-        store_dir, floor_dir = self.fresh(), self.fresh()
-        self._populate(store_dir, ids)
-        self._populate(floor_dir, ids)
-        store = FileLineageStore(store_dir)
-        dir_fd = os.open(floor_dir, os.O_RDONLY | os.O_DIRECTORY)
+        store = FileLineageStore(self.fresh())
+        dir_fd = self._batch(ids, store)
 
         def floor() -> None:
             for rollout_id in ids:
@@ -200,10 +207,7 @@ class Bench:
                     os.unlink(f"{rollout_id}.lineage.retired", dir_fd=dir_fd)
             os.fsync(dir_fd)
 
-        store_time, floor_time = self._both(lambda: store.delete(ids), floor, len(ids))
-        os.close(dir_fd)
-        store.close()
-        return [store_time], [floor_time]
+        return self._removal(store, lambda: store.delete(ids), floor, dir_fd)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,10 @@
 """The production side: the file store, its effects seam, the HTTP control plane, and the explorers.
 
 Names are loaded on first use, so ``from capture_ledger.impl import FileLineageStore`` does not import
-FastAPI, and a model server pays only for what it uses. ``__all__`` is pinned by ``tests/test_exports.py``.
-Concept modules (``store``, ``ordering``, ``fs``, ``server``, ``client``, ``crash``, ``interleave``, ...)
-are importable directly too.
+FastAPI, and a model server pays only for what it uses. ``__all__`` is pinned by ``tests/test_exports.py``;
+it names only what a model server uses. Concept modules (``store.ordering``, ``store.fs``, ``http.server``,
+``http.client``, ...) are importable directly too, and so is what exists only to study the store
+(``study``: the explorers, and the store variants of ``study.variants``), which no public name here leads to.
 """
 
 from __future__ import annotations
@@ -35,14 +36,13 @@ if TYPE_CHECKING:
     )
     from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
     from capture_ledger.impl.store.lines import CorruptLedgerError
-    from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
+    from capture_ledger.impl.store.ordering import FenceSync
 
 _LOCATIONS = {
     "FileLineageStore": "store.file_store",
     "StoreStatistics": "store.file_store",
     "OperationCounts": "store.file_store",
     "open_file_store": "store.file_store",
-    "StoreVariant": "store.ordering",
     "FenceSync": "store.ordering",
     "Finding": "store.consistency",
     "check": "store.consistency",
@@ -82,7 +82,6 @@ __all__ = [
     "RolloutControlClient",
     "ServerError",
     "StoreStatistics",
-    "StoreVariant",
     "UnauthorizedError",
     "UnexpectedResponseError",
     "check",

@@ -44,7 +44,6 @@ EXPECTED = {
         "RolloutControlClient",
         "ServerError",
         "StoreStatistics",
-        "StoreVariant",
         "UnauthorizedError",
         "UnexpectedResponseError",
         "check",
@@ -87,3 +86,42 @@ def test_client_errors_are_ledger_errors() -> None:
     from capture_ledger.spec import CaptureLedgerError
 
     assert issubclass(ControlPlaneError, CaptureLedgerError)
+
+
+def test_one_list_of_operation_names() -> None:
+    """``spec.core.protocol.OPERATIONS`` is the protocol's methods, and every per-operation table is it."""
+    import dataclasses
+    import json
+
+    from capture_ledger.impl.http import metrics
+    from capture_ledger.impl.store.file_store import OperationCounts
+    from capture_ledger.spec.concurrency.history import Event, event_to_json
+    from capture_ledger.spec.core.model import (
+        Admit,
+        Delete,
+        HasRows,
+        Operation,
+        ReadManifest,
+        Record,
+        RecordFailure,
+        Retire,
+    )
+    from capture_ledger.spec.core.protocol import OPERATIONS, CaptureLedger
+
+    protocol = [name for name in vars(CaptureLedger) if not name.startswith("_")]
+    assert list(OPERATIONS) == protocol
+    assert tuple(f.name for f in dataclasses.fields(OperationCounts)) == OPERATIONS
+    assert metrics.OPERATIONS is OPERATIONS
+    # Recorded histories name each operation as the protocol does.
+    ops: list[Operation] = [
+        Record("r", {"model_call_id": "m"}),
+        RecordFailure("r", "m", "timeout"),
+        Admit("r", "m"),
+        ReadManifest("r"),
+        HasRows("r"),
+        Retire(["r"]),
+        Delete(["r"]),
+    ]
+    assert [json.loads(event_to_json(Event(client=0, op=op, invoked=0.0)))["op"] for op in ops] == list(
+        OPERATIONS
+    )

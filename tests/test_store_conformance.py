@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore, open_file_store
-from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.kit.conformance import check_ledger
 from hypothesis import Phase, settings
 
@@ -28,7 +28,7 @@ def test_file_store_conforms_with_one_handle() -> None:
 
 
 def _open_variant(variant: StoreVariant, workspace: Path) -> FileLineageStore:
-    return FileLineageStore(workspace, variant=variant, stripes=4)
+    return FileLineageStore(workspace, ordering=variant.ordering(), stripes=4)
 
 
 @pytest.mark.parametrize(

@@ -16,104 +16,31 @@ from pathlib import Path
 import pytest
 from capture_ledger.impl.store.consistency import check, read_snapshot
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileStat, OsFileSystem, lock_file_name
-from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
+from capture_ledger.impl.store.fs import FsCall, HookedFileSystem, OsFileSystem, lock_file_name
+from capture_ledger.impl.store.ordering import FenceSync, Ordering
+from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.spec.core.errors import InvalidRolloutIdError
 
 
-class CountingFileSystem:
-    """``FileSystem`` that logs ``(method, name-or-None, result)`` of every call, then delegates."""
+class CountingFileSystem(HookedFileSystem):
+    """``FileSystem`` that logs ``(method, file name or None, result)`` of every call after it returns."""
 
     def __init__(self, inner: OsFileSystem) -> None:
-        self.inner = inner
-        self.stripes = inner.stripes
+        super().__init__(inner, after=self._log)
+        self.os = inner
         self.calls: list[tuple[str, str | None, object]] = []
-        self._names: dict[int, str] = {}
+        self.args: list[tuple[object, ...]] = []
 
-    def _log(self, method: str, name: str | None, result: object) -> None:
-        self.calls.append((method, name, result))
+    def _log(self, call: FsCall, outcome: object) -> None:
+        self.calls.append((call.method, call.name or None, outcome))
+        self.args.append(call.args)
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self.args.clear()
 
     def methods(self) -> list[str]:
         return [method for method, _, _ in self.calls]
-
-    def lock(self, stripe: int) -> None:
-        self.inner.lock(stripe)
-        self._log("lock", None, stripe)
-
-    def unlock(self, stripe: int) -> None:
-        self._log("unlock", None, stripe)
-        self.inner.unlock(stripe)
-
-    def stat(self, name: str) -> FileStat | None:
-        result = self.inner.stat(name)
-        self._log("stat", name, result)
-        return result
-
-    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
-        result = self.inner.read(name, offset)
-        self._log("read", name, result)
-        return result
-
-    def open_append(self, name: str, *, create: bool) -> int | None:
-        fd = self.inner.open_append(name, create=create)
-        if fd is not None:
-            self._names[fd] = name
-        self._log("open_append", name, fd)
-        return fd
-
-    def write(self, fd: int, data: bytes) -> None:
-        self.inner.write(fd, data)
-        self._log("write", self._names.get(fd), len(data))
-
-    def fsync(self, fd: int) -> None:
-        self.inner.fsync(fd)
-        self._log("fsync", self._names.get(fd), None)
-
-    def close(self, fd: int) -> None:
-        self._log("close", self._names.pop(fd, None), None)
-        self.inner.close(fd)
-
-    def create_file(self, name: str) -> int | None:
-        fd = self.inner.create_file(name)
-        if fd is not None:
-            self._names[fd] = name
-        self._log("create_file", name, fd)
-        return fd
-
-    def unlink(self, name: str) -> bool:
-        result = self.inner.unlink(name)
-        self._log("unlink", name, result)
-        return result
-
-    def sync_dir(self) -> None:
-        self.inner.sync_dir()
-        self._log("sync_dir", None, None)
-
-    def syncfs(self) -> None:
-        self.inner.syncfs()
-        self._log("syncfs", None, None)
-
-    def listdir(self) -> list[str]:
-        result = self.inner.listdir()
-        self._log("listdir", None, len(result))
-        return result
-
-    def fstat(self, fd: int) -> FileStat:
-        result = self.inner.fstat(fd)
-        self._log("fstat", self._names.get(fd), result)
-        return result
-
-    def truncate(self, fd: int, size: int) -> None:
-        self.inner.truncate(fd, size)
-        self._log("truncate", self._names.get(fd), size)
-
-    def generation(self, stripe: int, slot: int) -> int:
-        result = self.inner.generation(stripe, slot)
-        self._log("generation", None, result)
-        return result
-
-    def advance_generation(self, stripe: int, slot: int) -> None:
-        self.inner.advance_generation(stripe, slot)
-        self._log("advance_generation", None, None)
 
 
 STRIPES = 4
@@ -127,7 +54,7 @@ def fs(tmp_path: Path) -> Iterator[CountingFileSystem]:
 
 
 def _store(fs: CountingFileSystem, variant: StoreVariant | None = None) -> FileLineageStore:
-    return FileLineageStore(fs.inner.directory, fs=fs, variant=variant or StoreVariant())
+    return FileLineageStore(fs.os.directory, fs=fs, ordering=(variant or StoreVariant()).ordering())
 
 
 def _row(call: str) -> dict[str, object]:
@@ -141,7 +68,7 @@ def _fence_lookups(fs: CountingFileSystem) -> int:
 def test_a_write_to_a_live_ledger_looks_up_no_fence_and_costs_the_floor(fs: CountingFileSystem) -> None:
     store = _store(fs)
     store.record("r", _row("m0"))
-    fs.calls.clear()
+    fs.clear()
     store.record("r", _row("m1"))
     assert _fence_lookups(fs) == 0  # R-WRITE-6
     # open + write + fsync + close (the floor), plus fstat to validate the cache, under the lock.
@@ -160,7 +87,7 @@ def test_a_write_to_a_live_ledger_looks_up_no_fence_and_costs_the_floor(fs: Coun
 def test_a_write_to_another_handles_live_ledger_looks_up_no_fence(fs: CountingFileSystem) -> None:
     _store(fs).record("r", _row("m0"))
     other = _store(fs)
-    fs.calls.clear()
+    fs.clear()
     other.record("r", _row("m1"))
     assert _fence_lookups(fs) == 0
     assert fs.methods().count("read") == 1  # the rows this handle had not seen, once
@@ -187,7 +114,7 @@ def test_retiring_a_retired_batch_writes_no_fence_and_syncs_once(
     store = _store(fs, variant)
     store.record("a", _row("m0"))
     store.retire(["a", "b"])
-    fs.calls.clear()
+    fs.clear()
     assert store.retire(["a", "b"]) == {"removed": [], "absent": ["a", "b"]}
     assert [r for m, _, r in fs.calls if m == "create_file" and r is not None] == []
     assert "unlink" not in fs.methods()
@@ -209,7 +136,7 @@ def test_a_retire_that_removes_syncs_before_the_first_unlink_and_after_the_last(
     ids = [f"r{i}" for i in range(6)]
     for rollout_id in ids:
         store.record(rollout_id, _row("m0"))
-    fs.calls.clear()
+    fs.clear()
     assert store.retire([*ids, "gone"]) == {"removed": ids, "absent": ["gone"]}
     order = [m for m in fs.methods() if m in ("create_file", "sync_dir", "unlink")]
     expected = ["create_file"] * 7 + ["sync_dir"] + ["unlink"] * 6 + ["sync_dir"]
@@ -231,9 +158,9 @@ def test_a_retire_that_removes_syncs_before_the_first_unlink_and_after_the_last(
 def test_fence_sync_options_order_the_fence_durability_steps(
     fs: CountingFileSystem, fence_sync: FenceSync, expected: list[str]
 ) -> None:
-    store = FileLineageStore(fs.inner.directory, fs=fs, fence_sync=fence_sync)
+    store = FileLineageStore(fs.os.directory, fs=fs, fence_sync=fence_sync)
     store.record("a", _row("m0"))
-    fs.calls.clear()
+    fs.clear()
     store.retire(["a", "b"])
     steps = ("create_file", "fsync", "sync_dir", "syncfs", "unlink")
     assert [m for m in fs.methods() if m in steps] == expected
@@ -242,6 +169,8 @@ def test_fence_sync_options_order_the_fence_durability_steps(
 def test_an_unknown_fence_sync_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fence_sync"):
         FileLineageStore(tmp_path, fence_sync="sometimes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fence_sync"):  # one place says how fences are synced
+        FileLineageStore(tmp_path, fence_sync="file", ordering=Ordering(fence_sync="file"))
 
 
 def test_delete_syncs_once_per_non_empty_batch_and_leaves_only_lock_files(fs: CountingFileSystem) -> None:
@@ -249,13 +178,13 @@ def test_delete_syncs_once_per_non_empty_batch_and_leaves_only_lock_files(fs: Co
     for rollout_id in ("a", "b", "c"):
         store.record(rollout_id, _row("m0"))
     store.retire(["b"])
-    fs.calls.clear()
+    fs.clear()
     assert store.delete(["a", "b", "c", "d"]) == {"removed": ["a", "c"], "absent": ["b", "d"]}
     assert fs.methods().count("sync_dir") == 1
-    fs.calls.clear()
+    fs.clear()
     assert store.delete(["a", "b"]) == {"removed": [], "absent": ["a", "b"]}
     assert fs.methods().count("sync_dir") == 1  # R-STORE-5: even when nothing was there
-    assert fs.inner.listdir() == [lock_file_name(s) for s in range(STRIPES)]
+    assert fs.os.listdir() == [lock_file_name(s) for s in range(STRIPES)]
     assert read_snapshot(fs) == {}
 
 
@@ -269,28 +198,30 @@ def test_an_empty_batch_touches_nothing(fs: CountingFileSystem) -> None:
 def test_a_torn_last_line_is_not_a_row_and_the_next_append_cuts_it(fs: CountingFileSystem) -> None:
     store = _store(fs)
     store.record("r", _row("m0"))
-    path = fs.inner.directory / "r.lineage.jsonl"
+    path = fs.os.directory / "r.lineage.jsonl"
     whole = path.read_bytes()
     with path.open("ab") as file:  # a crash in the middle of an append that never returned
         file.write(b'{"record":{"model_call_id":"m1"')
     fresh = _store(fs)
     assert [r["model_call_id"] for r in fresh.manifest("r")["records"]] == ["m0"]  # R-STORE-6
-    assert [f.kind for f in check(fs.inner.directory, fs=fs)] == ["torn-tail"]
-    fs.calls.clear()
+    assert [f.kind for f in check(fs.os.directory, fs=fs)] == ["torn-tail"]
+    fs.clear()
     fresh.record("r", _row("m1"))
-    assert [r for m, _, r in fs.calls if m == "truncate"] == [len(whole)]
+    assert [a for (m, _, _), a in zip(fs.calls, fs.args, strict=True) if m == "truncate"] == [
+        ("r.lineage.jsonl", len(whole))
+    ]
     assert path.read_bytes().count(b"\n") == 2
     assert [r["model_call_id"] for r in _store(fs).manifest("r")["records"]] == ["m0", "m1"]
-    assert check(fs.inner.directory, fs=fs) == []
+    assert check(fs.os.directory, fs=fs) == []
 
 
 def test_the_first_row_in_a_leftover_empty_ledger_also_syncs_the_directory(fs: CountingFileSystem) -> None:
-    (fs.inner.directory / "r.lineage.jsonl").touch()  # a creator died before writing and syncing
+    (fs.os.directory / "r.lineage.jsonl").touch()  # a creator died before writing and syncing
     store = _store(fs)
     store.record("r", _row("m0"))
     assert _fence_lookups(fs) == 1  # no rows yet, so the fence is looked for (R-WRITE-6)
     assert [m for m in fs.methods() if m in ("write", "fsync", "sync_dir")] == ["write", "fsync", "sync_dir"]
-    fs.calls.clear()
+    fs.clear()
     store.record("r", _row("m1"))
     assert "sync_dir" not in fs.methods()
 
@@ -307,6 +238,19 @@ def test_statistics_count_fences_discards_and_operations(fs: CountingFileSystem)
     assert (stats.cached_rollouts, stats.cached_rows) == (0, 0)  # removal dropped the entry
 
 
+def test_statistics_count_calls_that_raised(fs: CountingFileSystem) -> None:
+    store = _store(fs)
+    with pytest.raises(InvalidRolloutIdError):
+        store.retire(["ok", "not an id"])
+    with pytest.raises(TypeError):
+        store.delete("ok")
+    with pytest.raises(InvalidRolloutIdError):
+        store.record("not an id", _row("m0"))
+    operations = store.statistics().operations
+    assert (operations.retire, operations.delete, operations.record) == (1, 1, 1)
+    assert fs.calls == []  # nothing reached the directory (R-BATCH-2)
+
+
 # ------------------------------------------------------------------------------------ the cache (R-STORE-7)
 def _line_bytes(fs: CountingFileSystem) -> list[int]:
     return [len(r[1]) for m, _, r in fs.calls if m == "read" and isinstance(r, tuple)]
@@ -317,11 +261,11 @@ def test_reads_parse_only_the_new_tail(fs: CountingFileSystem) -> None:
     for n in range(5):
         writer.record("r", _row(f"m{n}"))
     assert len(reader.manifest("r")["records"]) == 5
-    fs.calls.clear()
+    fs.clear()
     assert len(reader.manifest("r")["records"]) == 5
     assert "read" not in fs.methods()  # nothing new: one stat, no read
     writer.record("r", _row("m5"))
-    fs.calls.clear()
+    fs.clear()
     assert len(reader.manifest("r")["records"]) == 6
     line = len(b'{"record":{"model_call_id":"m5","staging_key":null,"tokens":3}}\n')
     assert _line_bytes(fs) == [line]  # only the appended line was read
@@ -353,10 +297,10 @@ def test_no_handle_serves_rows_another_handle_removed_even_when_the_inode_is_reu
     first = _store(fs, StoreVariant(cache_coherence=coherent))
     other = _store(fs)
     first.record("r", _row("m1"))
-    inode = fs.inner.stat("r.lineage.jsonl")
+    inode = fs.os.stat("r.lineage.jsonl")
     other.delete(["r"])
     other.record("r", _row("m2"))  # same length; ext4 hands out the freed inode again at once
-    reused = fs.inner.stat("r.lineage.jsonl")
+    reused = fs.os.stat("r.lineage.jsonl")
     assert inode is not None and reused is not None and reused.size == inode.size
     served = [r["model_call_id"] for r in first.manifest("r")["records"]]
     # The removal counter catches it whether or not the inode number was reused (R-STORE-7).
@@ -375,23 +319,20 @@ def test_removal_drops_the_entry_in_the_removing_handle(fs: CountingFileSystem) 
 
 
 # ------------------------------------------------------- races placed deterministically through the seam
-class HookedFileSystem(CountingFileSystem):
-    """Runs ``hook`` once, at the first ``unlock`` after a call of ``after``: no lock of ours is held then."""
+class RacingFileSystem(CountingFileSystem):
+    """Runs ``hook`` once, after the first ``unlock`` that follows a call of ``after`` (no lock of ours is
+    held then), or right after the first ``sync_dir`` when ``after`` is ``"sync_dir"``."""
 
     def __init__(self, inner: OsFileSystem, after: str, hook: Callable[[], None]) -> None:
         super().__init__(inner)
-        self.after = after
+        self.after = self._race
+        self.trigger = after
         self.hook: Callable[[], None] | None = hook
 
-    def unlock(self, stripe: int) -> None:
-        super().unlock(stripe)
-        if self.hook is not None and self.after in self.methods():
-            hook, self.hook = self.hook, None
-            hook()
-
-    def sync_dir(self) -> None:
-        super().sync_dir()
-        if self.hook is not None and self.after == "sync_dir":
+    def _race(self, call: FsCall, outcome: object) -> None:
+        self._log(call, outcome)
+        due = call.method == "sync_dir" if self.trigger == "sync_dir" else call.method == "unlock"
+        if self.hook is not None and due and self.trigger in self.methods():
             hook, self.hook = self.hook, None
             hook()
 
@@ -406,8 +347,8 @@ def test_a_write_after_a_delete_is_never_removed_by_an_older_retire(tmp_path: Pa
         other.record("r", _row("new"))
 
     inner = OsFileSystem(tmp_path, stripes=STRIPES)
-    hooked = HookedFileSystem(inner, "sync_dir", delete_and_reuse)
-    store = FileLineageStore(tmp_path, fs=hooked, variant=StoreVariant(recheck_fence=recheck))
+    racing = RacingFileSystem(inner, "sync_dir", delete_and_reuse)
+    store = FileLineageStore(tmp_path, fs=racing, ordering=StoreVariant(recheck_fence=recheck).ordering())
     assert store.retire(["r"]) == {"removed": ["r"], "absent": []}
     survivors = [r["model_call_id"] for r in other.manifest("r")["records"]]
     # R-CONC-3: the re-check under the lock sees the fence gone and keeps the new attempt's ledger; the
@@ -424,8 +365,10 @@ def test_no_ledger_is_re_created_after_its_retire_returned(tmp_path: Path, fence
     late = {"model_call_id": "late", "staging_key": "r/late"}
     inner = OsFileSystem(tmp_path, stripes=STRIPES)
     # A late write lands right after retire's first unlink and its unlock.
-    hooked = HookedFileSystem(inner, "unlink", lambda: other.record("r", late))
-    store = FileLineageStore(tmp_path, fs=hooked, variant=StoreVariant(fence_before_unlink=fence_first))
+    racing = RacingFileSystem(inner, "unlink", lambda: other.record("r", late))
+    store = FileLineageStore(
+        tmp_path, fs=racing, ordering=StoreVariant(fence_before_unlink=fence_first).ordering()
+    )
     store.retire(["r"])
     # R-CONC-2: after retire returned, the ledger exists only if the broken order let the write re-create it.
     assert (tmp_path / "r.lineage.jsonl").exists() is (not fence_first)

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
+from capture_ledger.spec.core.protocol import OPERATIONS
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -36,8 +37,7 @@ __all__ = ["CONTENT_TYPE", "OPERATIONS", "InstrumentedLedger", "LedgerMetrics", 
 
 #: The media type of the Prometheus text format served by the metrics route.
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
-#: The ledger operations that are timed.
-OPERATIONS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
+# OPERATIONS, the operations timed, is the protocol's one list (spec.core.protocol), re-exported.
 # Appends and directory syncs take 0.1 to 0.5 ms on local disk (docs/architecture.md §Facts); a batch of
 # 4096 takes more.
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)

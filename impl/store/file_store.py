@@ -3,7 +3,8 @@
 One directory holds ``<id>.lineage.jsonl`` ledgers (``lines``), empty ``<id>.lineage.retired`` fences and
 a fixed set of striped lock files (``locks``). Every operation on a rollout runs under its stripe's lock,
 which excludes other threads and other processes; every file-system call goes through the ``FileSystem``
-seam (``fs``); the order of creates, syncs and unlinks is decided in ``ordering``. Each handle caches
+seam (``fs``); the order of creates, syncs and unlinks, and the fence checks, are decided by one
+``ordering.Ordering`` (the production one unless a study passes another). Each handle caches
 parsed rows (``cache``) and re-validates them under the lock, so handles in several processes on one
 directory behave as the workers of one model server.
 
@@ -27,16 +28,15 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from capture_ledger.impl.store import ordering
 from capture_ledger.impl.store.cache import CachedLedger, LedgerCache
 from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import decode, encode, fence_name, ledger_name
-from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot
-from capture_ledger.impl.store.ordering import FENCE_SYNCS, FenceSync, StoreVariant
+from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot, stripe_lock
+from capture_ledger.impl.store.ordering import FenceSync, Ordering
 from capture_ledger.spec.core.errors import ConflictingRecordError, RolloutRetiredError
 from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
-from capture_ledger.spec.core.protocol import FailureRow, Manifest, RolloutRemoval
+from capture_ledger.spec.core.protocol import OPERATIONS, FailureRow, Manifest, RolloutRemoval
 from capture_ledger.spec.core.rows import (
     canonical_json,
     row_staging_key,
@@ -60,12 +60,13 @@ logger = logging.getLogger("capture_ledger.impl.store.file_store")
 DEFAULT_CACHE_ROLLOUTS = 2048
 DEFAULT_CACHE_ROWS = 65536
 
-_OPERATIONS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OperationCounts:
-    """Calls served by one handle, per operation (including calls that raised)."""
+    """Calls served by one handle, per operation (including calls that raised).
+
+    One field per name of ``spec.core.protocol.OPERATIONS``, in its order (``tests/test_exports.py``).
+    """
 
     record: int = 0
     record_failure: int = 0
@@ -96,11 +97,14 @@ class FileLineageStore:
         stripes: lock stripes when ``fs`` is not given; every process on one directory must agree.
         cache_rollouts: most rollouts whose parsed rows this handle keeps (0 disables the cache).
         cache_rows: most rows kept over all cached rollouts.
-        variant: guards and ordering steps; FOR STUDY ONLY (``StoreVariant``).
-        fence_sync: how retire makes new fences durable: ``"directory"``, ``"file"`` or ``"syncfs"``.
+        fence_sync: how retire makes new fences durable: ``"directory"`` (the default), ``"file"`` or
+            ``"syncfs"``; shorthand for ``ordering=Ordering(fence_sync=...)``.
+        ordering: the order of durable effects and fence checks, the second seam; default the production
+            ``Ordering``. Only the study tools pass another (``impl/study/variants.py``).
 
     Raises:
-        ValueError: a bound is negative, ``stripes`` is below 1, or ``fence_sync`` is unknown.
+        ValueError: a bound is negative, ``stripes`` is below 1, ``fence_sync`` is unknown, or both
+            ``fence_sync`` and ``ordering`` are given.
     """
 
     def __init__(
@@ -111,11 +115,13 @@ class FileLineageStore:
         stripes: int = 64,
         cache_rollouts: int = DEFAULT_CACHE_ROLLOUTS,
         cache_rows: int = DEFAULT_CACHE_ROWS,
-        variant: StoreVariant = StoreVariant(),  # noqa: B008 - frozen, shared default is safe
-        fence_sync: FenceSync = "directory",
+        fence_sync: FenceSync | None = None,
+        ordering: Ordering | None = None,
     ) -> None:
-        if fence_sync not in FENCE_SYNCS:
-            raise ValueError(f"fence_sync must be one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}")
+        if ordering is None:
+            ordering = Ordering(fence_sync="directory" if fence_sync is None else fence_sync)
+        elif fence_sync is not None:
+            raise ValueError("give fence_sync to the Ordering, not to the store as well")
         self._cache = LedgerCache(max_rollouts=cache_rollouts, max_rows=cache_rows)  # validates first
         self.directory = pathlib.Path(directory)
         self._owned: OsFileSystem | None = None
@@ -124,10 +130,10 @@ class FileLineageStore:
             fs = self._owned
         self._fs: FileSystem = fs
         self._stripes = fs.stripes
-        self._variant = variant
-        self._fence_sync: FenceSync = fence_sync
+        self._ordering = ordering
+        self._rollouts = _Rollouts(self)
         self._counts_lock = threading.Lock()
-        self._counts = dict.fromkeys(_OPERATIONS, 0)
+        self._counts = dict.fromkeys(OPERATIONS, 0)
         self._fences_written = 0
         self._discarded = 0
 
@@ -147,11 +153,6 @@ class FileLineageStore:
     ) -> None:
         self.close()
 
-    @property
-    def variant(self) -> StoreVariant:
-        """The guards this handle runs with (the default in production)."""
-        return self._variant
-
     def statistics(self) -> StoreStatistics:
         """This handle's counters and cache size now."""
         rollouts, rows = self._cache.size()
@@ -164,11 +165,9 @@ class FileLineageStore:
                 operations=OperationCounts(**self._counts),
             )
 
-    def _served(self, operation: str, *, fences: int = 0, discarded: int = 0) -> None:
+    def _served(self, operation: str) -> None:
         with self._counts_lock:
             self._counts[operation] += 1
-            self._fences_written += fences
-            self._discarded += discarded
 
     # ----------------------------------------------------------------------------------------- writes
     def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
@@ -211,19 +210,18 @@ class FileLineageStore:
 
     def _write_locked(self, rollout_id: str, entry: Entry) -> bool:
         """Apply one write under the rollout's lock; ``True`` when a fence discarded it (R-WRITE-4)."""
-        fs = self._fs
+        fs, order = self._fs, self._ordering
         stripe, slot = rollout_slot(rollout_id, self._stripes)
         name = ledger_name(rollout_id)
         line = encode(entry)
-        fs.lock(stripe)
-        try:
+        with stripe_lock(fs, stripe):
             generation = fs.generation(stripe, slot)
             fd = fs.open_append(name, create=False)
             if fd is None:
                 # No ledger, so no rows: the one case in which a write looks for the fence (R-WRITE-6).
                 if self._fenced_for_write(rollout_id):
                     return True
-                stat = ordering.create_ledger(fs, name, line, variant=self._variant)
+                stat = order.create_ledger(fs, name, line)
                 cached = CachedLedger(inode=stat.inode, end=stat.size, generation=generation)
                 cached.extend([entry])
                 self._cache.put(rollout_id, cached)
@@ -237,25 +235,21 @@ class FileLineageStore:
                     self._cache.put(rollout_id, loaded)
                     return True
                 if _already_there(loaded, entry, rollout_id):
-                    ordering.confirm_existing(fs, fd, variant=self._variant)
+                    order.confirm_existing(fs, fd)
                     self._cache.put(rollout_id, loaded)
                     return False
                 torn_end = loaded.end if stat.size > loaded.end else None
-                ordering.append_line(
-                    fs, fd, line, torn_end=torn_end, first_row=not loaded.entries, variant=self._variant
-                )
+                order.append_line(fs, fd, line, torn_end=torn_end, first_row=not loaded.entries)
             finally:
                 fs.close(fd)
             loaded.end += len(line)
             loaded.extend([entry])
             self._cache.put(rollout_id, loaded)
             return False
-        finally:
-            fs.unlock(stripe)
 
     def _fenced_for_write(self, rollout_id: str) -> bool:
         """Whether a write to a rollout without rows is discarded by a fence (R-WRITE-4, R-WRITE-6)."""
-        if not self._variant.fence_lookup_on_write or self._fs.stat(fence_name(rollout_id)) is None:
+        if not self._ordering.fenced_for_write(self._fs, rollout_id):
             return False
         with self._counts_lock:
             self._discarded += 1
@@ -268,7 +262,7 @@ class FileLineageStore:
         validate_rollout_id(rollout_id)
         validate_model_call_id(model_call_id)
         # One stat is atomic on its own: no lock needed.
-        if self._variant.admit_checks_fence and self._fs.stat(fence_name(rollout_id)) is not None:
+        if self._ordering.fenced_for_admission(self._fs, rollout_id):
             return None
         return staging_key(rollout_id, model_call_id)
 
@@ -298,8 +292,7 @@ class FileLineageStore:
     def _read(self, rollout_id: str) -> list[Entry]:
         fs = self._fs
         stripe, slot = rollout_slot(rollout_id, self._stripes)
-        fs.lock(stripe)
-        try:
+        with stripe_lock(fs, stripe):
             loaded = self._load(rollout_id, fs.generation(stripe, slot), known=None)
             if loaded is not None:
                 self._cache.put(rollout_id, loaded)
@@ -308,8 +301,6 @@ class FileLineageStore:
             if fs.stat(fence_name(rollout_id)) is not None:
                 raise RolloutRetiredError(rollout_id)  # R-READ-3
             return []
-        finally:
-            fs.unlock(stripe)
 
     def _load(self, rollout_id: str, generation: int, *, known: FileStat | None) -> CachedLedger | None:
         """Under the lock: the ledger's current entries, from the cache and the new tail only.
@@ -317,28 +308,25 @@ class FileLineageStore:
         ``known`` is the ledger's ``FileStat`` when the caller already has it open. Returns ``None`` when
         no ledger file exists. The result is not yet in the cache; the caller puts it there.
         """
-        fs = self._fs
+        fs, order = self._fs, self._ordering
         name = ledger_name(rollout_id)
         cached = self._cache.get(rollout_id)
-        coherent = self._variant.cache_coherence
-        if cached is not None and coherent and cached.generation != generation:
+        if cached is not None and not order.cache_current(cached, generation):
             cached = None  # another handle removed this ledger since (R-STORE-7)
         if cached is not None:
             stat = known if known is not None else fs.stat(name)
-            if stat is None:
-                if coherent:
-                    self._cache.drop(rollout_id)
-                    return None
-                return cached
-            if not coherent or (stat.inode == cached.inode and stat.size >= cached.end):
-                if stat.size == cached.end:
+            if order.cache_matches(cached, stat):
+                if stat is None or stat.size == cached.end:
                     return cached  # the hot path: nothing new, nothing read
                 got = fs.read(name, cached.end)
-                if got is not None and (not coherent or got[0].inode == cached.inode):
+                if got is not None and order.cache_matches(cached, got[0]):
                     decoded = decode(got[1], start=cached.end, name=name)
                     cached.extend(decoded.entries)
                     cached.end = decoded.end
                     return cached
+            elif stat is None:
+                self._cache.drop(rollout_id)
+                return None
         self._cache.drop(rollout_id)
         got = fs.read(name, 0)
         if got is None:
@@ -358,12 +346,7 @@ class FileLineageStore:
             InvalidRolloutIdError: any ID is invalid; nothing was changed (R-BATCH-2).
             OSError: the file system failed; retry the same batch.
         """
-        batch = validate_rollout_ids(rollout_ids)
-        outcome = ordering.retire(
-            self._fs, batch, _Rollouts(self), variant=self._variant, fence_sync=self._fence_sync
-        )
-        self._served("retire", fences=outcome.fences_written)
-        return {"removed": outcome.removed, "absent": outcome.absent}
+        return self._remove("retire", rollout_ids)
 
     def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
         """Make every ID Absent: remove ledger and fence, then sync (R-DELETE-1..3, R-STORE-5).
@@ -373,17 +356,23 @@ class FileLineageStore:
             InvalidRolloutIdError: any ID is invalid; nothing was changed (R-BATCH-2).
             OSError: the file system failed; retry the same batch.
         """
+        return self._remove("delete", rollout_ids)
+
+    def _remove(self, operation: str, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        self._served(operation)
         batch = validate_rollout_ids(rollout_ids)
-        outcome = ordering.delete(self._fs, batch, _Rollouts(self), variant=self._variant)
-        self._served("delete")
+        remove = self._ordering.retire if operation == "retire" else self._ordering.delete
+        outcome = remove(self._fs, batch, self._rollouts)
+        if outcome.fences_written:
+            with self._counts_lock:
+                self._fences_written += outcome.fences_written
         return {"removed": outcome.removed, "absent": outcome.absent}
 
     def _probe(self, rollout_id: str) -> tuple[bool, bool]:
         cached = self._cache.get(rollout_id)
         if cached is not None and cached.entries:
-            if not self._variant.cache_coherence:
-                return True, True
-            if cached.generation == self._fs.generation(*rollout_slot(rollout_id, self._stripes)):
+            slot = rollout_slot(rollout_id, self._stripes)
+            if self._ordering.cache_current(cached, self._fs.generation(*slot)):
                 return True, True  # rows vanish only by a removal, which bumps the generation
         # Uncached: a removal needs to know only whether a complete line exists, not to parse them all
         # (a corrupt ledger is removed like any other; reads are what report corruption).
@@ -394,7 +383,7 @@ class FileLineageStore:
 
 
 class _Rollouts:
-    """The store's side of ``ordering.LockedRollouts``."""
+    """The store's side of ``ordering.LockedRollouts``: one per handle."""
 
     __slots__ = ("_store",)
 

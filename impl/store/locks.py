@@ -17,8 +17,7 @@ Not guaranteed: fairness, or exclusion between processes that were opened with d
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
 from capture_ledger.impl.store.fs import GENERATION_SLOTS, FileSystem
 
@@ -55,11 +54,27 @@ def rollout_slot(rollout_id: str, stripes: int) -> RolloutSlot:
     return crc % stripes, (crc // stripes) % GENERATION_SLOTS
 
 
-@contextmanager
-def stripe_lock(fs: FileSystem, stripe: int) -> Iterator[None]:
-    """Hold lock stripe ``stripe`` of ``fs`` for the ``with`` block."""
-    fs.lock(stripe)
-    try:
-        yield
-    finally:
-        fs.unlock(stripe)
+class stripe_lock:  # noqa: N801 - used as a function: ``with stripe_lock(fs, stripe):``
+    """Hold lock stripe ``stripe`` of ``fs`` for the ``with`` block; released however the block ends.
+
+    A class rather than a ``contextlib.contextmanager`` generator: it costs about half as much per use,
+    and every record, read, retire and delete takes a stripe (docs/locks.md).
+
+    Args:
+        fs: the seam whose stripe to hold.
+        stripe: the stripe, in ``range(fs.stripes)``.
+    """
+
+    __slots__ = ("_fs", "_stripe")
+
+    def __init__(self, fs: FileSystem, stripe: int) -> None:
+        self._fs = fs
+        self._stripe = stripe
+
+    def __enter__(self) -> None:
+        self._fs.lock(self._stripe)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._fs.unlock(self._stripe)

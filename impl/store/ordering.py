@@ -1,6 +1,7 @@
 """The one place that orders the store's durable effects (SPEC.md R-STORE-3..5, R-CONC-2..3; SPEC.md §Store).
 
-Every create, fsync, directory sync, truncate and unlink of ``FileLineageStore`` happens in this module, in
+``Ordering`` holds the protocol's order of creates, fsyncs, directory syncs, truncates and unlinks, and the
+fence checks that go with them. ``FileLineageStore`` makes every such call through one ``Ordering``, in
 this order:
 
 - **append** (R-STORE-3): [truncate a torn tail], write the line, fsync the file [and the directory when
@@ -20,12 +21,13 @@ this order:
 ``fence_sync`` chooses how phase 1 makes fences durable: ``"directory"`` (one directory fsync; enough on a
 journaled file system), ``"file"`` (also fsync each new fence before that directory fsync: needed where a
 directory fsync persists a new file's entry but not its inode, as on the unjournaled ext4 of
-docs/architecture.md §Facts),
-``"syncfs"`` (one ``syncfs(2)`` per batch instead of the directory fsync).
+docs/architecture.md §Facts), ``"syncfs"`` (one ``syncfs(2)`` per batch instead of the directory fsync).
 
-``StoreVariant`` switches single guards or ordering steps off. **It exists only to study the protocol**
-(the crash explorer and the conformance kit must reject the broken variants); production code never
-changes it. Not guaranteed here: anything about the persistence model itself (SPEC.md §Crash).
+Each step of the protocol is one small method (``sync_data``, ``sync_created``, ``sync_fences``,
+``fence_still_there``, ``sync_unlinks``, ``sync_delete``, ``fenced_for_write``, ``fenced_for_admission``,
+``cache_current``, ``cache_matches``). This class does each step the one correct way and has no switches;
+the study tools subclass it to leave single steps out (``impl/study/variants.py``), which production code
+never does. Not guaranteed here: anything about the persistence model itself (SPEC.md §Crash).
 """
 
 from __future__ import annotations
@@ -34,64 +36,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
+from capture_ledger.impl.store.cache import CachedLedger
 from capture_ledger.impl.store.fs import FileStat, FileSystem
 from capture_ledger.impl.store.lines import fence_name, ledger_name
-from capture_ledger.impl.store.locks import RolloutSlot
+from capture_ledger.impl.store.locks import RolloutSlot, stripe_lock
 
 __all__ = [
     "FENCE_SYNCS",
     "FenceSync",
     "LockedRollouts",
+    "Ordering",
     "RemovalOutcome",
-    "StoreVariant",
-    "append_line",
-    "create_ledger",
-    "delete",
-    "retire",
+    "outcome",
+    "remove_ledger",
+    "unlink_ledger",
 ]
 
 #: How phase 1 of retire makes new fences durable (see the module docstring).
 FenceSync = Literal["directory", "file", "syncfs"]
 FENCE_SYNCS: tuple[FenceSync, ...] = get_args(FenceSync)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoreVariant:
-    """Guards and ordering steps of the store, each on by default. FOR STUDY ONLY.
-
-    Each field set to ``False`` switches off exactly one guard or step, to show that the conformance kit,
-    the interleaving scheduler or the crash explorer catches its absence. Never use a non-default variant
-    to store data.
-
-    Attributes:
-        recheck_fence: retire phase 2 re-checks the fence under the lock before unlinking (R-CONC-3).
-        fence_before_unlink: phase 1 (fences) completes before any unlink; off = unlink first, then fence.
-        sync_after_fences: the directory sync after phase 1 (R-STORE-4).
-        sync_when_nothing_written: that sync even when this retire wrote no fence (R-STORE-4).
-        sync_after_unlinks: the directory sync after phase 2 (R-STORE-4).
-        fsync_appends: the data fsync of an append (R-STORE-3).
-        sync_dir_on_create: the directory sync when a ledger file is created (R-STORE-3).
-        sync_delete: delete's directory sync (R-STORE-5).
-        fence_lookup_on_write: a write to a rollout with no rows looks for the fence (R-WRITE-4, R-WRITE-6).
-        admit_checks_fence: ``admit`` refuses fenced rollouts (R-ADMIT-2).
-        cache_coherence: cached rows are validated (removal counter, inode, size) under the lock (R-STORE-7).
-    """
-
-    recheck_fence: bool = True
-    fence_before_unlink: bool = True
-    sync_after_fences: bool = True
-    sync_when_nothing_written: bool = True
-    sync_after_unlinks: bool = True
-    fsync_appends: bool = True
-    sync_dir_on_create: bool = True
-    sync_delete: bool = True
-    fence_lookup_on_write: bool = True
-    admit_checks_fence: bool = True
-    cache_coherence: bool = True
-
-    def switched_off(self) -> list[str]:
-        """The names of the guards this variant switches off (empty for the production store)."""
-        return [name for name in self.__dataclass_fields__ if not getattr(self, name)]
 
 
 class LockedRollouts(Protocol):
@@ -117,219 +80,218 @@ class RemovalOutcome:
     unlinked: int = 0
 
 
-def append_line(
-    fs: FileSystem, fd: int, line: bytes, *, torn_end: int | None, first_row: bool, variant: StoreVariant
-) -> None:
-    """Append ``line`` to an open ledger (R-STORE-3); first cut a torn tail to ``torn_end`` (R-STORE-6).
+class Ordering:
+    """The production order of the store's durable effects and fence checks (see the module docstring).
 
-    ``first_row``: the file held no row yet (left empty by a creator that failed or crashed before its
-    directory sync), so the append also syncs the directory, as a creation does.
+    Args:
+        fence_sync: how retire makes new fences durable: ``"directory"``, ``"file"`` or ``"syncfs"``.
+
+    Raises:
+        ValueError: ``fence_sync`` is none of those.
     """
-    if torn_end is not None:
-        fs.truncate(fd, torn_end)
-    fs.write(fd, line)
-    if variant.fsync_appends:
+
+    __slots__ = ("fence_sync",)
+
+    def __init__(self, *, fence_sync: FenceSync = "directory") -> None:
+        if fence_sync not in FENCE_SYNCS:
+            raise ValueError(f"fence_sync must be one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}")
+        self.fence_sync: FenceSync = fence_sync
+
+    # ---------------------------------------------------------------------------------------- the steps
+    def sync_data(self, fs: FileSystem, fd: int) -> None:
+        """The data fsync of an appended or created ledger, before the record returns (R-STORE-3)."""
         fs.fsync(fd)
-    if first_row and variant.sync_dir_on_create:
+
+    def sync_created(self, fs: FileSystem) -> None:
+        """The directory sync that makes a new ledger's entry durable (R-STORE-3)."""
         fs.sync_dir()
 
+    def sync_fences(self, fs: FileSystem, written: int) -> None:
+        """The sync after retire's phase 1 (R-STORE-4): made even when ``written`` (this retire's new
+        fences) is 0, because an overlapping or crashed retire may have created them without syncing."""
+        if self.fence_sync == "syncfs":
+            fs.syncfs()
+        else:
+            fs.sync_dir()
 
-def confirm_existing(fs: FileSystem, fd: int, *, variant: StoreVariant) -> None:
-    """Make an identical row that is already in the ledger durable before its re-record returns (R-CRASH-1).
+    def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:
+        """Retire's phase 2 re-check, under the lock, that the ID's fence still exists (R-CONC-3)."""
+        return fs.stat(fence_name(rollout_id)) is not None
 
-    The earlier write of the row may have come from a call that failed or died before its fsync or its
-    directory sync; a retry that returned without syncing would acknowledge a row a crash can still lose
-    (found by the crash explorer, docs/crash.md). Costs nothing on the usual path: only re-records pay it.
-    """
-    if variant.fsync_appends:
-        fs.fsync(fd)
-    if variant.sync_dir_on_create:
+    def sync_unlinks(self, fs: FileSystem) -> None:
+        """The directory sync after retire's phase 2 removed at least one ledger (R-STORE-4)."""
         fs.sync_dir()
 
+    def sync_delete(self, fs: FileSystem) -> None:
+        """Delete's directory sync, once per non-empty batch even when nothing was there (R-STORE-5)."""
+        fs.sync_dir()
 
-def create_ledger(fs: FileSystem, name: str, line: bytes, *, variant: StoreVariant) -> FileStat:
-    """Create ledger ``name`` holding ``line``, durable with its directory entry (R-STORE-3).
+    def fenced_for_write(self, fs: FileSystem, rollout_id: str) -> bool:
+        """Whether a fence discards a write to a rollout without rows (R-WRITE-4, R-WRITE-6)."""
+        return fs.stat(fence_name(rollout_id)) is not None
 
-    The caller holds the rollout's lock and has seen that no ledger file exists.
+    def fenced_for_admission(self, fs: FileSystem, rollout_id: str) -> bool:
+        """Whether ``admit`` refuses the rollout: its fence exists (R-ADMIT-2); one stat, no lock."""
+        return fs.stat(fence_name(rollout_id)) is not None
 
-    Returns:
-        The new file's inode and size.
-    """
-    fd = fs.open_append(name, create=True)
-    assert fd is not None  # open_append(create=True) never returns None
-    try:
+    def cache_current(self, cached: CachedLedger, generation: int) -> bool:
+        """Whether no handle removed the ledger since ``cached`` was read: same removal count (R-STORE-7)."""
+        return cached.generation == generation
+
+    def cache_matches(self, cached: CachedLedger, stat: FileStat | None) -> bool:
+        """Whether the file found (``None``: no file) is the one ``cached`` describes, grown or not
+        (R-STORE-7): the same inode, no shorter than the cached offset."""
+        return stat is not None and stat.inode == cached.inode and stat.size >= cached.end
+
+    # --------------------------------------------------------------------------------------- the writes
+    def append_line(
+        self, fs: FileSystem, fd: int, line: bytes, *, torn_end: int | None, first_row: bool
+    ) -> None:
+        """Append ``line`` to an open ledger (R-STORE-3); first cut a torn tail to ``torn_end`` (R-STORE-6).
+
+        ``first_row``: the file held no row yet (left empty by a creator that failed or crashed before its
+        directory sync), so the append also syncs the directory, as a creation does.
+        """
+        if torn_end is not None:
+            fs.truncate(fd, torn_end)
         fs.write(fd, line)
-        if variant.fsync_appends:
-            fs.fsync(fd)
-        stat = fs.fstat(fd)
-    finally:
-        fs.close(fd)
-    if variant.sync_dir_on_create:
-        fs.sync_dir()
-    return stat
+        self.sync_data(fs, fd)
+        if first_row:
+            self.sync_created(fs)
+
+    def confirm_existing(self, fs: FileSystem, fd: int) -> None:
+        """Make an identical row already in the ledger durable before its re-record returns (R-CRASH-1).
+
+        The earlier write of the row may have come from a call that failed or died before its fsync or its
+        directory sync; a retry that returned without syncing would acknowledge a row a crash can still lose
+        (found by the crash explorer, docs/crash.md). Costs nothing on the usual path: only re-records pay.
+        """
+        self.sync_data(fs, fd)
+        self.sync_created(fs)
+
+    def create_ledger(self, fs: FileSystem, name: str, line: bytes) -> FileStat:
+        """Create ledger ``name`` holding ``line``, durable with its directory entry (R-STORE-3).
+
+        The caller holds the rollout's lock and has seen that no ledger file exists.
+
+        Returns:
+            The new file's inode and size.
+        """
+        fd = fs.open_append(name, create=True)
+        assert fd is not None  # open_append(create=True) never returns None
+        try:
+            fs.write(fd, line)
+            self.sync_data(fs, fd)
+            stat = fs.fstat(fd)
+        finally:
+            fs.close(fd)
+        self.sync_created(fs)
+        return stat
+
+    # ------------------------------------------------------------------------------------- the removals
+    def retire(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+        """Retire a validated, de-duplicated batch (R-RETIRE-1..4, R-STORE-4). An empty batch touches nothing.
+
+        Args:
+            fs: the seam.
+            batch: valid, distinct rollout IDs.
+            rollouts: the store's per-ID callbacks.
+
+        Returns:
+            Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
+        """
+        if not batch:
+            return RemovalOutcome([], [])
+        had_rows: dict[str, bool] = {}
+        had_file: list[str] = []
+        written = 0
+        for rollout_id in batch:  # phase 1
+            with stripe_lock(fs, rollouts.slot(rollout_id)[0]):
+                rows, exists = rollouts.probe(rollout_id)
+                written += self.fence(fs, rollout_id)
+            had_rows[rollout_id] = rows
+            if exists:
+                had_file.append(rollout_id)
+        self.sync_fences(fs, written)
+        unlinked = 0
+        for rollout_id in had_file:  # phase 2
+            slot = rollouts.slot(rollout_id)
+            with stripe_lock(fs, slot[0]):
+                # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
+                if self.fence_still_there(fs, rollout_id):
+                    unlinked += unlink_ledger(fs, rollouts, rollout_id, slot)
+                else:
+                    rollouts.forget(rollout_id)
+        if unlinked:
+            self.sync_unlinks(fs)
+        return outcome(batch, had_rows, written, unlinked)
+
+    def fence(self, fs: FileSystem, rollout_id: str) -> bool:
+        """Create the ID's fence unless it exists (with ``fence_sync="file"``, fsync it either way: an
+        earlier retire that failed or died may have created it without its fsync). Whether it was new."""
+        fd = fs.create_file(fence_name(rollout_id))
+        if fd is None:
+            if self.fence_sync == "file":
+                # On a file system without a journal it is not durable until someone syncs it (docs/crash.md).
+                existing = fs.open_append(fence_name(rollout_id), create=False)
+                if existing is not None:
+                    try:
+                        fs.fsync(existing)
+                    finally:
+                        fs.close(existing)
+            return False
+        try:
+            if self.fence_sync == "file":
+                fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        return True
+
+    def delete(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+        """Delete a validated, de-duplicated batch (R-DELETE-1..3, R-STORE-5). An empty batch touches nothing.
+
+        Returns:
+            Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
+        """
+        if not batch:
+            return RemovalOutcome([], [])
+        had_rows: dict[str, bool] = {}
+        unlinked = 0
+        for rollout_id in batch:
+            slot = rollouts.slot(rollout_id)
+            with stripe_lock(fs, slot[0]):
+                had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
+                unlinked += removed + fs.unlink(fence_name(rollout_id))
+        self.sync_delete(fs)
+        return outcome(batch, had_rows, 0, unlinked)
 
 
-def _sync_fences(fs: FileSystem, fence_sync: FenceSync) -> None:
-    if fence_sync == "syncfs":
-        fs.syncfs()
-    else:
-        fs.sync_dir()
+# ------------------------------------------------------------------------- shared by orderings (study too)
+def unlink_ledger(fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slot: RolloutSlot) -> bool:
+    """Under the ID's lock: bump its removal counter, unlink its ledger, forget its cached rows (R-STORE-7).
 
-
-def _fence(fs: FileSystem, rollout_id: str, fence_sync: FenceSync) -> bool:
-    fd = fs.create_file(fence_name(rollout_id))
-    if fd is None:
-        if fence_sync == "file":
-            # An earlier retire that failed or died may have created this fence without its fsync; on a
-            # file system without a journal it is not durable until someone syncs it (docs/crash.md).
-            existing = fs.open_append(fence_name(rollout_id), create=False)
-            if existing is not None:
-                try:
-                    fs.fsync(existing)
-                finally:
-                    fs.close(existing)
-        return False
-    try:
-        if fence_sync == "file":
-            fs.fsync(fd)
-    finally:
-        fs.close(fd)
-    return True
-
-
-def _unlink_ledger(fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slot: RolloutSlot) -> bool:
-    # Bump before unlinking: a process dying in between only costs other handles a re-read (R-STORE-7).
+    Bumped before unlinking: a process dying in between only costs other handles a re-read. Returns whether
+    a file was unlinked.
+    """
     fs.advance_generation(*slot)
     unlinked = fs.unlink(ledger_name(rollout_id))
     rollouts.forget(rollout_id)
     return unlinked
 
 
-def retire(
-    fs: FileSystem,
-    batch: Sequence[str],
-    rollouts: LockedRollouts,
-    *,
-    variant: StoreVariant,
-    fence_sync: FenceSync,
-) -> RemovalOutcome:
-    """Retire a validated, de-duplicated batch (R-RETIRE-1..4, R-STORE-4). An empty batch touches nothing.
-
-    Args:
-        fs: the seam.
-        batch: valid, distinct rollout IDs.
-        rollouts: the store's per-ID callbacks.
-        variant: the guards (all on in production).
-        fence_sync: how new fences are made durable.
-
-    Returns:
-        Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
-    """
-    if not batch:
-        return RemovalOutcome([], [])
-    if not variant.fence_before_unlink:
-        return _retire_unlink_first(fs, batch, rollouts, variant=variant, fence_sync=fence_sync)
-    had_rows: dict[str, bool] = {}
-    had_file: list[str] = []
-    written = 0
-    for rollout_id in batch:  # phase 1
-        slot = rollouts.slot(rollout_id)
-        fs.lock(slot[0])
-        try:
-            rows, exists = rollouts.probe(rollout_id)
-            written += _fence(fs, rollout_id, fence_sync)
-        finally:
-            fs.unlock(slot[0])
-        had_rows[rollout_id] = rows
-        if exists:
-            had_file.append(rollout_id)
-    if variant.sync_after_fences and (written or variant.sync_when_nothing_written):
-        _sync_fences(fs, fence_sync)
-    unlinked = 0
-    for rollout_id in had_file:  # phase 2
-        slot = rollouts.slot(rollout_id)
-        fs.lock(slot[0])
-        try:
-            # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
-            if variant.recheck_fence and fs.stat(fence_name(rollout_id)) is None:
-                rollouts.forget(rollout_id)
-                continue
-            unlinked += _unlink_ledger(fs, rollouts, rollout_id, slot)
-        finally:
-            fs.unlock(slot[0])
-    if unlinked and variant.sync_after_unlinks:
-        fs.sync_dir()
-    return _outcome(batch, had_rows, written, unlinked)
+def remove_ledger(
+    fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slot: RolloutSlot
+) -> tuple[bool, int]:
+    """Under the ID's lock: whether the ID had rows, and its ledger unlinked if it has one (0 or 1 unlink)."""
+    rows, exists = rollouts.probe(rollout_id)
+    if not exists:
+        rollouts.forget(rollout_id)
+        return rows, 0
+    return rows, int(unlink_ledger(fs, rollouts, rollout_id, slot))
 
 
-def _retire_unlink_first(
-    fs: FileSystem,
-    batch: Sequence[str],
-    rollouts: LockedRollouts,
-    *,
-    variant: StoreVariant,
-    fence_sync: FenceSync,
-) -> RemovalOutcome:
-    # The broken order (StoreVariant.fence_before_unlink=False): remove ledgers, then fence them.
-    had_rows: dict[str, bool] = {}
-    unlinked = 0
-    for rollout_id in batch:
-        slot = rollouts.slot(rollout_id)
-        fs.lock(slot[0])
-        try:
-            rows, exists = rollouts.probe(rollout_id)
-            if exists:
-                unlinked += _unlink_ledger(fs, rollouts, rollout_id, slot)
-        finally:
-            fs.unlock(slot[0])
-        had_rows[rollout_id] = rows
-    if unlinked and variant.sync_after_unlinks:
-        fs.sync_dir()
-    written = 0
-    for rollout_id in batch:
-        slot = rollouts.slot(rollout_id)
-        fs.lock(slot[0])
-        try:
-            written += _fence(fs, rollout_id, fence_sync)
-        finally:
-            fs.unlock(slot[0])
-    if variant.sync_after_fences and (written or variant.sync_when_nothing_written):
-        _sync_fences(fs, fence_sync)
-    return _outcome(batch, had_rows, written, unlinked)
-
-
-def delete(
-    fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, *, variant: StoreVariant
-) -> RemovalOutcome:
-    """Delete a validated, de-duplicated batch (R-DELETE-1..3, R-STORE-5). An empty batch touches nothing.
-
-    Returns:
-        Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
-    """
-    if not batch:
-        return RemovalOutcome([], [])
-    had_rows: dict[str, bool] = {}
-    unlinked = 0
-    for rollout_id in batch:
-        slot = rollouts.slot(rollout_id)
-        fs.lock(slot[0])
-        try:
-            rows, exists = rollouts.probe(rollout_id)
-            if exists:
-                unlinked += _unlink_ledger(fs, rollouts, rollout_id, slot)
-            else:
-                rollouts.forget(rollout_id)
-            unlinked += fs.unlink(fence_name(rollout_id))
-        finally:
-            fs.unlock(slot[0])
-        had_rows[rollout_id] = rows
-    # R-STORE-5: every non-empty batch syncs, even when nothing was there (a crashed delete may not have).
-    if variant.sync_delete:
-        fs.sync_dir()
-    return _outcome(batch, had_rows, 0, unlinked)
-
-
-def _outcome(batch: Sequence[str], had_rows: dict[str, bool], written: int, unlinked: int) -> RemovalOutcome:
+def outcome(batch: Sequence[str], had_rows: dict[str, bool], written: int, unlinked: int) -> RemovalOutcome:
+    """A batch's ``RemovalOutcome``: IDs that had rows are ``removed``, the others ``absent``, in order."""
     removed = [rid for rid in batch if had_rows[rid]]
     absent = [rid for rid in batch if not had_rows[rid]]
     return RemovalOutcome(removed, absent, written, unlinked)

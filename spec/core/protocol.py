@@ -13,7 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
-__all__ = ["CaptureLedger", "FailureRow", "Manifest", "RolloutRemoval"]
+__all__ = ["OPERATIONS", "CaptureLedger", "FailureRow", "Manifest", "RolloutRemoval"]
+
+#: The protocol's operations: the names of ``CaptureLedger``'s methods, in the order SPEC.md §Protocol lists
+#: them. The one list every per-operation table derives from (the store's ``OperationCounts``, the metrics'
+#: operation labels, recorded histories); ``tests/test_exports.py`` holds each to it.
+OPERATIONS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
 
 
 class RolloutRemoval(TypedDict):

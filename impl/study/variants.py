@@ -1,0 +1,157 @@
+"""Store variants for study: the production ordering with single guards or steps left out (SPEC.md
+R-STORE-3..7, R-CONC-2..3, R-WRITE-6, R-ADMIT-2).
+
+``StoreVariant`` names the protocol's guards and ordering steps, each on by default; ``variant.ordering()``
+is the ``Ordering`` that runs it, for ``FileLineageStore(..., ordering=...)``: the production
+``store.ordering.Ordering`` itself when every step is on, else a ``VariantOrdering``, which overrides each
+step method of ``Ordering`` to skip that step when its switch is off and, with ``fence_before_unlink`` off,
+retires in the broken order (unlink every ledger first, fence afterwards). The crash study, the
+interleaving scheduler, the conformance kit and the multi-process history test switch guards off to show
+that each catches the guard's absence (``tests/test_guard_coverage.py`` checks that every field is
+ablated somewhere).
+
+Not guaranteed: anything at all about a non-default variant's data. Never store data with one; the
+production path (``impl.store``, ``impl.http``) never imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from capture_ledger.impl.store.cache import CachedLedger
+from capture_ledger.impl.store.fs import FileStat, FileSystem
+from capture_ledger.impl.store.locks import stripe_lock
+from capture_ledger.impl.store.ordering import (
+    FenceSync,
+    LockedRollouts,
+    Ordering,
+    RemovalOutcome,
+    outcome,
+    remove_ledger,
+)
+
+__all__ = ["STEP_NAMES", "StoreVariant", "VariantOrdering"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreVariant:
+    """Guards and ordering steps of the store, each on by default. FOR STUDY ONLY.
+
+    Each field set to ``False`` switches off exactly one guard or step, to show that the conformance kit,
+    the interleaving scheduler or the crash explorer catches its absence. Built from a mapping of field
+    names too (``StoreVariant(**{"recheck_fence": False})``, as a child process receives it).
+
+    Attributes:
+        recheck_fence: retire phase 2 re-checks the fence under the lock before unlinking (R-CONC-3).
+        fence_before_unlink: phase 1 (fences) completes before any unlink; off = unlink first, then fence.
+        sync_after_fences: the directory sync after phase 1 (R-STORE-4).
+        sync_when_nothing_written: that sync even when this retire wrote no fence (R-STORE-4).
+        sync_after_unlinks: the directory sync after phase 2 (R-STORE-4).
+        fsync_appends: the data fsync of an append (R-STORE-3).
+        sync_dir_on_create: the directory sync when a ledger file is created (R-STORE-3).
+        sync_delete: delete's directory sync (R-STORE-5).
+        fence_lookup_on_write: a write to a rollout with no rows looks for the fence (R-WRITE-4, R-WRITE-6).
+        admit_checks_fence: ``admit`` refuses fenced rollouts (R-ADMIT-2).
+        cache_coherence: cached rows are validated (removal counter, inode, size) under the lock (R-STORE-7).
+    """
+
+    recheck_fence: bool = True
+    fence_before_unlink: bool = True
+    sync_after_fences: bool = True
+    sync_when_nothing_written: bool = True
+    sync_after_unlinks: bool = True
+    fsync_appends: bool = True
+    sync_dir_on_create: bool = True
+    sync_delete: bool = True
+    fence_lookup_on_write: bool = True
+    admit_checks_fence: bool = True
+    cache_coherence: bool = True
+
+    def ordering(self, *, fence_sync: FenceSync = "directory") -> Ordering:
+        """The ordering that runs this variant: the production ``Ordering`` when every step is on.
+
+        Args:
+            fence_sync: how retire makes new fences durable (``Ordering``'s option).
+
+        Returns:
+            An ``Ordering`` for ``FileLineageStore(..., ordering=...)``.
+        """
+        if self == StoreVariant():
+            return Ordering(fence_sync=fence_sync)
+        return VariantOrdering(self, fence_sync=fence_sync)
+
+
+#: Every guard and step a ``StoreVariant`` can switch off.
+STEP_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StoreVariant))
+
+
+class VariantOrdering(Ordering):
+    """``Ordering`` with the steps ``variant`` switches off left out (see the module docstring).
+
+    Args:
+        variant: which steps to leave out.
+        fence_sync: as for ``Ordering``.
+    """
+
+    __slots__ = ("variant",)
+
+    def __init__(self, variant: StoreVariant, *, fence_sync: FenceSync = "directory") -> None:
+        super().__init__(fence_sync=fence_sync)
+        self.variant = variant
+
+    def sync_data(self, fs: FileSystem, fd: int) -> None:
+        if self.variant.fsync_appends:
+            super().sync_data(fs, fd)
+
+    def sync_created(self, fs: FileSystem) -> None:
+        if self.variant.sync_dir_on_create:
+            super().sync_created(fs)
+
+    def sync_fences(self, fs: FileSystem, written: int) -> None:
+        if self.variant.sync_after_fences and (written or self.variant.sync_when_nothing_written):
+            super().sync_fences(fs, written)
+
+    def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:
+        return not self.variant.recheck_fence or super().fence_still_there(fs, rollout_id)
+
+    def sync_unlinks(self, fs: FileSystem) -> None:
+        if self.variant.sync_after_unlinks:
+            super().sync_unlinks(fs)
+
+    def sync_delete(self, fs: FileSystem) -> None:
+        if self.variant.sync_delete:
+            super().sync_delete(fs)
+
+    def fenced_for_write(self, fs: FileSystem, rollout_id: str) -> bool:
+        return self.variant.fence_lookup_on_write and super().fenced_for_write(fs, rollout_id)
+
+    def fenced_for_admission(self, fs: FileSystem, rollout_id: str) -> bool:
+        return self.variant.admit_checks_fence and super().fenced_for_admission(fs, rollout_id)
+
+    def cache_current(self, cached: CachedLedger, generation: int) -> bool:
+        return not self.variant.cache_coherence or super().cache_current(cached, generation)
+
+    def cache_matches(self, cached: CachedLedger, stat: FileStat | None) -> bool:
+        return not self.variant.cache_coherence or super().cache_matches(cached, stat)
+
+    def retire(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+        if self.variant.fence_before_unlink or not batch:
+            return super().retire(fs, batch, rollouts)
+        # The broken order: remove the ledgers, sync, then fence them and sync.
+        had_rows: dict[str, bool] = {}
+        unlinked = 0
+        for rollout_id in batch:
+            slot = rollouts.slot(rollout_id)
+            with stripe_lock(fs, slot[0]):
+                had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
+                unlinked += removed
+        if unlinked:
+            self.sync_unlinks(fs)
+        written = 0
+        for rollout_id in batch:
+            with stripe_lock(fs, rollouts.slot(rollout_id)[0]):
+                written += self.fence(fs, rollout_id)
+        self.sync_fences(fs, written)
+        return outcome(batch, had_rows, written, unlinked)
