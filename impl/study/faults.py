@@ -9,6 +9,11 @@ a planned fault raises ``OSError(EIO)`` or ``OSError(ENOSPC)`` at one of three m
 - ``partial``: for ``write`` only, the first half of the bytes is written, then it raises (``ENOSPC``
   midway through an append). Other calls treat ``partial`` as ``before``.
 
+For calls without an effect (``stat``, ``read``, ``listdir``, ``fstat``) ``after`` is the same as
+``before`` to the caller. An ``after`` fault of ``open_append`` or ``create_file`` closes the descriptor
+the caller never learns. ``FaultyFileSystem`` is a ``HookedFileSystem`` (``store.fs``) whose ``around``
+consults the plan.
+
 ``lock``, ``unlock``, ``close`` and the removal counters (``generation``, ``advance_generation``,
 which live in the lock files) never fail here: their failure modes are not I/O errors the store could
 report meaningfully (a lost lock or a leaked descriptor), and a store that cannot release a lock wedges
@@ -24,8 +29,9 @@ import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NoReturn, TypeVar
 
-from capture_ledger.impl.store.fs import FileStat, FileSystem
+from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem
 
 __all__ = ["FAULTABLE_CALLS", "Fault", "FaultyFileSystem", "InjectedFaultError", "Plan", "describe"]
 
@@ -68,137 +74,46 @@ class InjectedFaultError(OSError):
 
 #: ``plan(call, name)``: the fault for this call, or ``None`` to let it through.
 Plan = Callable[[str, str], Fault | None]
+_R = TypeVar("_R")
 
 
-class FaultyFileSystem:
+class FaultyFileSystem(HookedFileSystem):
     """A ``FileSystem`` that forwards to ``inner`` unless ``plan`` says the call fails.
 
     Args:
         inner: the file system that does the work.
-        plan: consulted before every faultable call; ``None`` (the default plan) never fails. The plan may
-            be replaced at any time through the ``plan`` attribute.
+        plan: consulted as ``plan(call, name)`` before every call of ``FAULTABLE_CALLS`` (``name``: the file
+            the call names, a descriptor's file name, or ``""``); ``None`` (the default) never fails. The
+            plan may be replaced at any time through the ``plan`` attribute.
 
     ``injected`` counts the faults raised so far.
     """
 
     def __init__(self, inner: FileSystem, *, plan: Plan | None = None) -> None:
-        self.inner = inner
-        self.stripes = inner.stripes
+        super().__init__(inner)
         self.plan: Plan | None = plan
         self.injected = 0
 
-    def _fault(self, call: str, name: str = "") -> Fault | None:
-        if self.plan is None:
-            return None
-        return self.plan(call, name)
+    def around(self, call: FsCall, proceed: Callable[[], _R]) -> _R:
+        """Run ``call``, or fail it as planned: before it, halfway through a write, or after it."""
+        plan = self.plan
+        fault = plan(call.method, call.name) if plan is not None and call.method in FAULTABLE_CALLS else None
+        if fault is None:
+            return proceed()
+        if fault.when == "partial" and call.method == "write" and call.fd is not None:
+            data = call.args[1]
+            if isinstance(data, bytes) and len(data) > 1:
+                self.inner.write(call.fd, data[: len(data) // 2])
+        if fault.when != "after":
+            self._raise(fault, call)
+        result = proceed()
+        if call.method in ("open_append", "create_file") and isinstance(result, int):
+            self.close(result)  # the caller never learns the descriptor: do not leak it
+        self._raise(fault, call)
 
-    def _raise(self, fault: Fault, call: str, name: str) -> None:
+    def _raise(self, fault: Fault, call: FsCall) -> NoReturn:
         self.injected += 1
-        raise InjectedFaultError(fault.code, call, name)
-
-    def lock(self, stripe: int) -> None:
-        self.inner.lock(stripe)
-
-    def unlock(self, stripe: int) -> None:
-        self.inner.unlock(stripe)
-
-    def close(self, fd: int) -> None:
-        self.inner.close(fd)
-
-    def stat(self, name: str) -> FileStat | None:
-        fault = self._fault("stat", name)
-        if fault is not None and fault.when != "after":
-            self._raise(fault, "stat", name)
-        result = self.inner.stat(name)
-        if fault is not None:
-            self._raise(fault, "stat", name)
-        return result
-
-    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
-        fault = self._fault("read", name)
-        if fault is not None:
-            self._raise(fault, "read", name)
-        return self.inner.read(name, offset)
-
-    def open_append(self, name: str, *, create: bool) -> int | None:
-        fault = self._fault("open_append", name)
-        if fault is not None and fault.when != "after":
-            self._raise(fault, "open_append", name)
-        fd = self.inner.open_append(name, create=create)
-        if fault is not None:
-            if fd is not None:
-                self.inner.close(fd)  # the caller never learns the descriptor: do not leak it
-            self._raise(fault, "open_append", name)
-        return fd
-
-    def write(self, fd: int, data: bytes) -> None:
-        fault = self._fault("write", str(fd))
-        if fault is not None and fault.when == "partial" and len(data) > 1:
-            self.inner.write(fd, data[: len(data) // 2])
-            self._raise(fault, "write", str(fd))
-        if fault is not None and fault.when != "after":
-            self._raise(fault, "write", str(fd))
-        self.inner.write(fd, data)
-        if fault is not None:
-            self._raise(fault, "write", str(fd))
-
-    def fsync(self, fd: int) -> None:
-        self._simple("fsync", str(fd), lambda: self.inner.fsync(fd))
-
-    def create_file(self, name: str) -> int | None:
-        fault = self._fault("create_file", name)
-        if fault is not None and fault.when != "after":
-            self._raise(fault, "create_file", name)
-        fd = self.inner.create_file(name)
-        if fault is not None:
-            if fd is not None:
-                self.inner.close(fd)
-            self._raise(fault, "create_file", name)
-        return fd
-
-    def unlink(self, name: str) -> bool:
-        fault = self._fault("unlink", name)
-        if fault is not None and fault.when != "after":
-            self._raise(fault, "unlink", name)
-        removed = self.inner.unlink(name)
-        if fault is not None:
-            self._raise(fault, "unlink", name)
-        return removed
-
-    def sync_dir(self) -> None:
-        self._simple("sync_dir", "", self.inner.sync_dir)
-
-    def syncfs(self) -> None:
-        self._simple("syncfs", "", self.inner.syncfs)
-
-    def listdir(self) -> list[str]:
-        fault = self._fault("listdir")
-        if fault is not None:
-            self._raise(fault, "listdir", "")
-        return self.inner.listdir()
-
-    def fstat(self, fd: int) -> FileStat:
-        fault = self._fault("fstat", str(fd))
-        if fault is not None:
-            self._raise(fault, "fstat", str(fd))
-        return self.inner.fstat(fd)
-
-    def truncate(self, fd: int, size: int) -> None:
-        self._simple("truncate", str(fd), lambda: self.inner.truncate(fd, size))
-
-    def generation(self, stripe: int, slot: int) -> int:
-        return self.inner.generation(stripe, slot)
-
-    def advance_generation(self, stripe: int, slot: int) -> None:
-        self.inner.advance_generation(stripe, slot)
-
-    def _simple(self, call: str, name: str, run: Callable[[], None]) -> None:
-        fault = self._fault(call, name)
-        if fault is not None and fault.when != "after":
-            self._raise(fault, call, name)
-        run()
-        if fault is not None:
-            self._raise(fault, call, name)
+        raise InjectedFaultError(fault.code, call.method, call.name)
 
 
 def describe(fault: Fault) -> str:

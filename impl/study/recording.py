@@ -5,15 +5,19 @@ and appends to one trace, in the order the calls took effect: the effects of ``s
 (``Create`` with the recorder's own inode number, ``Write`` with its bytes, ``Truncate``, ``Fsync`` of a
 file, ``SyncDir``, ``Syncfs``, ``Unlink``) and the ``Invoke``/``Return`` markers of each store operation,
 which the workload driver adds around its calls. Reads, stats, locks, closes and the removal counters
-change nothing durable and are not recorded.
+change nothing durable and are not recorded. A call that raised is not recorded either.
 
-Each effect-bearing call runs under one mutex together with its record, so the trace order is the order
-in which the calls reached the kernel even when several threads share the recorder. An optional ``before``
-hook runs at the top of every call, outside the mutex, so that a schedule can park a thread there.
+It is a ``store.fs.HookedFileSystem`` whose ``around`` runs each effect-bearing call under one mutex
+together with its record, so the trace order is the order in which the calls reached the kernel even when
+several threads share the recorder.
 
-``record`` runs a ``Workload`` (setup, then a few store operations, optionally one of them concurrent with
-the others under a fixed ``Pause`` schedule, optionally with injected faults) once through the recorder on
-a real directory and returns the ``Recording`` the crash explorer (``crash``) enumerates.
+``record`` runs a ``Workload`` (setup, then a few store operations, optionally with injected faults) once
+through the recorder on a real directory and returns the ``Recording`` the crash explorer (``crash``)
+enumerates. A workload with a ``Pause`` runs one operation concurrently with the others, under the
+interleaving scheduler (``scheduling``): its thread and the thread of the others both go through a
+``SchedulingFileSystem`` around the recorder, and a ``scheduling.PauseSchedule`` parks the one at its pause
+point while the others run. Whether the schedule ran as designed (``Recording.paused``) is read off the
+scheduler's trace: the scheduler knows who holds which lock, so no timer decides it.
 
 Not guaranteed: recording of effects that bypass the seam (the store never does; ``OsFileSystem``'s own lock
 files are created at construction, before recording starts, and belong to the baseline), or hard links and
@@ -27,13 +31,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import ledger_name
-from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
+from capture_ledger.impl.store.ordering import FenceSync, Ordering
 from capture_ledger.impl.study.faults import Fault, FaultyFileSystem
+from capture_ledger.impl.study.scheduling import (
+    Controller,
+    PauseSchedule,
+    SchedulingFileSystem,
+    pause_held,
+    run_thread,
+)
+from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.history import apply_operation
 from capture_ledger.spec.core.model import Delete, Operation, Record, RecordFailure, Retire
 from capture_ledger.spec.crash.durability import (
@@ -85,36 +97,39 @@ class Return:
 TraceEvent = Effect | Invoke | Return
 
 
-class RecordingFileSystem:
+_R = TypeVar("_R")
+#: The seam calls that change what a crash may leave (``close`` only forgets its descriptor).
+_EFFECT_CALLS = frozenset(
+    {"open_append", "write", "fsync", "close", "create_file", "unlink", "sync_dir", "syncfs", "truncate"}
+)
+
+
+class RecordingFileSystem(HookedFileSystem):
     """A ``FileSystem`` that forwards to ``inner`` and records effects in ``trace``.
 
     Args:
         inner: the file system that does the work.
-        before: called as ``before(call, name)`` at the top of every call (``name`` is ``""`` when the call
-            names no file); a scheduler parks threads here.
 
     The baseline (``baseline``) is read from ``inner`` at construction: every file then present, each
     given a fresh inode number, assumed durable.
     """
 
-    def __init__(self, inner: FileSystem, *, before: Callable[[str, str], None] | None = None) -> None:
-        self.inner = inner
-        self.stripes = inner.stripes
-        self.before = before
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
         self.trace: list[TraceEvent] = []
         #: ``threads[i]`` is the name of the thread that issued ``trace[i]``.
         self.threads: list[str] = []
         self._mutex = threading.Lock()
-        self._inodes = itertools.count(1)
-        self._names: dict[str, int] = {}
-        self._fds: dict[int, int] = {}
+        self._next_inode = itertools.count(1)
+        self._inode_of: dict[str, int] = {}  # file name -> the recorder's inode number
+        self._fd_inode: dict[int, int] = {}  # open descriptor -> inode number
         files: list[tuple[str, int, bytes]] = []
         for name in inner.listdir():
             read = inner.read(name, 0)
             if read is None:  # pragma: no cover - removed meanwhile; nothing else uses the directory
                 continue
-            inode = next(self._inodes)
-            self._names[name] = inode
+            inode = next(self._next_inode)
+            self._inode_of[name] = inode
             files.append((name, inode, read[1]))
         self.baseline = Baseline(tuple(files))
 
@@ -146,112 +161,46 @@ class RecordingFileSystem:
         self.trace.append(event)
         self.threads.append(threading.current_thread().name)
 
-    def _hook(self, call: str, name: str = "") -> None:
-        if self.before is not None:
-            self.before(call, name)
-
-    # ------------------------------------------------------------------------------- FileSystem protocol
-    def lock(self, stripe: int) -> None:
-        self._hook("lock")
-        self.inner.lock(stripe)
-
-    def unlock(self, stripe: int) -> None:
-        self._hook("unlock")
-        self.inner.unlock(stripe)
-
-    def stat(self, name: str) -> FileStat | None:
-        self._hook("stat", name)
-        return self.inner.stat(name)
-
-    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
-        self._hook("read", name)
-        return self.inner.read(name, offset)
-
-    def open_append(self, name: str, *, create: bool) -> int | None:
-        self._hook("open_append", name)
+    # ------------------------------------------------------------------------------------- the seam call
+    def around(self, call: FsCall, proceed: Callable[[], _R]) -> _R:
+        """Run ``call``; if it bears an effect, run it and record the effect under the one mutex."""
+        if call.method not in _EFFECT_CALLS:
+            return proceed()
         with self._mutex:
-            existed = name in self._names
-            fd = self.inner.open_append(name, create=create)
-            if fd is None:
-                return None
-            if not existed:
-                inode = next(self._inodes)
-                self._names[name] = inode
-                self._append(Create(name, inode))
-            self._fds[fd] = self._names[name]
-            return fd
+            result = proceed()
+            self._note(call, result)
+            return result
 
-    def write(self, fd: int, data: bytes) -> None:
-        self._hook("write")
-        with self._mutex:
-            self.inner.write(fd, data)
-            self._append(Write(self._fds[fd], bytes(data)))
-
-    def fsync(self, fd: int) -> None:
-        self._hook("fsync")
-        with self._mutex:
-            self.inner.fsync(fd)
-            self._append(Fsync(self._fds[fd]))
-
-    def close(self, fd: int) -> None:
-        self._hook("close")
-        with self._mutex:
-            self.inner.close(fd)
-            self._fds.pop(fd, None)
-
-    def create_file(self, name: str) -> int | None:
-        self._hook("create_file", name)
-        with self._mutex:
-            fd = self.inner.create_file(name)
-            if fd is None:
-                return None
-            inode = next(self._inodes)
-            self._names[name] = inode
-            self._fds[fd] = inode
-            self._append(Create(name, inode))
-            return fd
-
-    def unlink(self, name: str) -> bool:
-        self._hook("unlink", name)
-        with self._mutex:
-            removed = self.inner.unlink(name)
-            if removed:
-                self._append(Unlink(name, self._names.pop(name)))
-            return removed
-
-    def sync_dir(self) -> None:
-        self._hook("sync_dir")
-        with self._mutex:
-            self.inner.sync_dir()
+    def _note(self, call: FsCall, result: object) -> None:
+        # Called with the mutex held, after ``call`` returned ``result``.
+        method = call.method
+        if method in ("open_append", "create_file"):
+            if not isinstance(result, int):
+                return  # no such file (open_append), or it existed (create_file): nothing happened
+            if method == "create_file" or call.name not in self._inode_of:
+                self._inode_of[call.name] = next(self._next_inode)
+                self._append(Create(call.name, self._inode_of[call.name]))
+            self._fd_inode[result] = self._inode_of[call.name]
+        elif method == "unlink":
+            if result:
+                self._append(Unlink(call.name, self._inode_of.pop(call.name)))
+        elif method == "sync_dir":
             self._append(SyncDir())
-
-    def syncfs(self) -> None:
-        self._hook("syncfs")
-        with self._mutex:
-            self.inner.syncfs()
+        elif method == "syncfs":
             self._append(Syncfs())
-
-    def listdir(self) -> list[str]:
-        self._hook("listdir")
-        return self.inner.listdir()
-
-    def fstat(self, fd: int) -> FileStat:
-        self._hook("fstat")
-        return self.inner.fstat(fd)
-
-    def truncate(self, fd: int, size: int) -> None:
-        self._hook("truncate")
-        with self._mutex:
-            self.inner.truncate(fd, size)
-            self._append(Truncate(self._fds[fd], size))
-
-    def generation(self, stripe: int, slot: int) -> int:
-        # Removal counters live in the lock files and are not durable state (R-STORE-7): not recorded.
-        return self.inner.generation(stripe, slot)
-
-    def advance_generation(self, stripe: int, slot: int) -> None:
-        self._hook("advance_generation")
-        self.inner.advance_generation(stripe, slot)
+        else:  # a call on a descriptor: write, fsync, truncate, close
+            assert call.fd is not None
+            if method == "close":
+                self._fd_inode.pop(call.fd, None)
+                return
+            inode = self._fd_inode[call.fd]
+            argument = call.args[1] if len(call.args) > 1 else None
+            if method == "write" and isinstance(argument, bytes):
+                self._append(Write(inode, bytes(argument)))
+            elif method == "truncate" and isinstance(argument, int):
+                self._append(Truncate(inode, argument))
+            else:
+                self._append(Fsync(inode))
 
 
 # ----------------------------------------------------------------------------------- recorded runs
@@ -264,12 +213,16 @@ class StoreConfig:
     fence_sync: FenceSync = "directory"
     stripes: int = 4
 
+    def ordering(self) -> Ordering:
+        """The ordering of this configuration, for ``FileLineageStore(..., ordering=...)``."""
+        return self.variant.ordering(fence_sync=self.fence_sync)
+
 
 @dataclass(frozen=True, slots=True)
 class Pause:
     """A fixed schedule: operation ``op`` runs on its own handle and thread and is parked before its
     ``occurrence``-th seam call named in ``calls``; meanwhile the other operations run, in order, on the
-    main handle; then it resumes and finishes."""
+    main handle and thread; then it resumes and finishes (``scheduling.PauseSchedule``)."""
 
     op: int
     calls: frozenset[str]
@@ -337,31 +290,9 @@ class Recording:
     inode_names: dict[int, str]
     paused: bool | None
 
-    def effect_count(self) -> int:
-        """How many effects the run issued."""
-        return sum(1 for e in self.trace if not isinstance(e, Invoke | Return))
 
-
-class _Scheduler:
-    """Parks the paused operation's thread at its pause point (``RecordingFileSystem.before``)."""
-
-    def __init__(self, pause: Pause) -> None:
-        self.pause = pause
-        self.seen = 0
-        self.reached = threading.Event()
-        self.release = threading.Event()
-        self.timed_out = False
-
-    def before(self, call: str, name: str) -> None:
-        if threading.current_thread().name != "paused-op" or call not in self.pause.calls:
-            return
-        self.seen += 1
-        if self.seen == self.pause.occurrence:
-            self.reached.set()
-            # Bounded: if the others block (the parked thread holds a lock they need), the schedule is
-            # infeasible; the run goes on sequentially and the recording says so (``paused`` is False).
-            if not self.release.wait(timeout=5):
-                self.timed_out = True
+#: Runs workload operation ``index`` on a handle and marks it in the trace, as thread ``label``.
+_RunOperation = Callable[[int, FileLineageStore, str], object]
 
 
 def record(workload: Workload, config: StoreConfig, directory: Path) -> Recording:
@@ -374,6 +305,9 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
 
     Returns:
         The recording.
+
+    Raises:
+        SchedulerError: a paused workload could not be scheduled (a deadlock, or a thread that stalled).
     """
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
@@ -398,43 +332,31 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
             return None
 
         recorder = RecordingFileSystem(FaultyFileSystem(inner, plan=plan) if workload.faults else inner)
-        options: dict[str, Any] = {"variant": config.variant, "fence_sync": config.fence_sync}
-        main = FileLineageStore(directory, fs=recorder, **options)
-        paused: bool | None = None
 
-        def run(index: int, store: FileLineageStore, thread: str) -> None:
+        def run(index: int, store: FileLineageStore, thread: str) -> object:
             op = workload.ops[index]
             recorder.invoke(index, repr(op), thread=thread)
             running[threading.current_thread().name] = index
             try:
-                outcome = repr(run_operation(store, op))
+                outcome = run_operation(store, op)
             except Exception as error:
                 recorder.returned(index, f"raised {error!r}", raised=True)
+                return error
             else:
-                recorder.returned(index, outcome)
+                recorder.returned(index, repr(outcome))
+                return outcome
             finally:
                 running.pop(threading.current_thread().name, None)
 
+        paused: bool | None = None
         if workload.pause is None:
+            main = FileLineageStore(directory, fs=recorder, ordering=config.ordering())
             for index in range(len(workload.ops)):
                 run(index, main, "main")
         else:
-            scheduler = _Scheduler(workload.pause)
-            recorder.before = scheduler.before
-            other = FileLineageStore(directory, fs=recorder, **options)
-            worker = threading.Thread(
-                target=run, args=(workload.pause.op, other, "paused"), name="paused-op", daemon=True
+            paused = _run_paused(
+                workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
             )
-            worker.start()
-            while not scheduler.reached.wait(0.002) and worker.is_alive():
-                pass
-            reached = scheduler.reached.is_set()
-            for index in range(len(workload.ops)):
-                if index != workload.pause.op:
-                    run(index, main, "main")
-            scheduler.release.set()
-            worker.join(timeout=30)
-            paused = reached and not scheduler.timed_out
         return Recording(
             workload,
             config,
@@ -446,3 +368,47 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
         )
     finally:
         inner.close_all()
+
+
+def _run_paused(
+    workload: Workload,
+    pause: Pause,
+    *,
+    config: StoreConfig,
+    directory: Path,
+    recorder: RecordingFileSystem,
+    run: _RunOperation,
+) -> bool:
+    """Run the paused operation (thread 0, ``paused``) against the others (thread 1, ``main``), each on its
+    own handle, under ``PauseSchedule``; whether the schedule held (``scheduling.pause_held``)."""
+    schedule = PauseSchedule(0, pause.calls, pause.occurrence)
+    controller = Controller(2, schedule, timeout=30.0)
+    seam = SchedulingFileSystem(recorder, controller)
+    programs = (
+        ("paused", (pause.op,)),
+        ("main", tuple(i for i in range(len(workload.ops)) if i != pause.op)),
+    )
+    threads = []
+    for tid, (label, indexes) in enumerate(programs):
+        handle = FileLineageStore(directory, fs=seam, ordering=config.ordering())
+        steps = [(workload.ops[i], _bound(run, i, handle, label)) for i in indexes]
+        threads.append(
+            threading.Thread(
+                target=run_thread, args=(controller, tid, steps), name=f"{label}-op", daemon=True
+            )
+        )
+    for thread in threads:
+        thread.start()
+    try:
+        controller.run(lambda: None)
+    except BaseException:
+        controller.abort()
+        raise
+    finally:
+        for thread in threads:
+            thread.join(timeout=30)
+    return pause_held(controller.trace, schedule)
+
+
+def _bound(run: _RunOperation, index: int, handle: FileLineageStore, label: str) -> Callable[[], object]:
+    return lambda: run(index, handle, label)

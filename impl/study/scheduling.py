@@ -16,7 +16,14 @@ of integers is a schedule, so Hypothesis can generate and shrink them); ``Thread
 IDs (the exhaustive explorer's replay). When the list runs out, ``default_choice`` continues the thread
 that ran last if it is still enabled and otherwise the lowest enabled thread: the empty schedule runs the
 threads one after another. A *preemption* is a decision that switches away from a thread that could
-continue. Scenarios, runs and their judgement are ``interleave``'s.
+continue. ``PauseSchedule`` is the one fixed schedule of the crash study's concurrent workloads: a thread
+runs alone up to a named seam call, waits there while the others run, then finishes; ``pause_held`` reads
+off the trace whether it ran so, which the lock ownership decides, not a timer (a schedule whose other
+threads need a lock the parked thread holds runs them after it instead). Scenarios, runs and their
+judgement are ``interleave``'s.
+
+``SchedulingFileSystem`` is a ``store.fs.HookedFileSystem`` whose ``before`` hook parks the calling thread
+and whose ``after`` hook notes the call's result in the trace.
 
 Not guaranteed: schedules of code that does not go through the seam (the store's pure Python between two
 seam calls runs atomically here), or fairness: a thread that blocks on anything but a seam lock stalls the
@@ -31,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capture_ledger.impl.store.fs import FileStat, FileSystem
+from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem
 from capture_ledger.impl.study.histories import HistoryRecorder
 from capture_ledger.spec.core.model import Operation
 
@@ -39,6 +46,7 @@ __all__ = [
     "ChoiceSchedule",
     "Controller",
     "Decision",
+    "PauseSchedule",
     "Schedule",
     "SchedulerError",
     "SchedulingFileSystem",
@@ -46,6 +54,8 @@ __all__ = [
     "ThreadSchedule",
     "TraceStep",
     "default_choice",
+    "pause_held",
+    "run_thread",
     "worker",
 ]
 
@@ -124,8 +134,10 @@ class ChoiceSchedule:
 
     choices: tuple[int, ...] = ()
 
-    def choose(self, index: int, enabled: Sequence[int], current: int | None) -> int:
-        """The thread to run at decision ``index``."""
+    def choose(
+        self, index: int, enabled: Sequence[int], current: int | None, pending: Sequence[SeamCall | None]
+    ) -> int:
+        """The thread to run at decision ``index`` (``pending``: each thread's next call; unused)."""
         if index < len(self.choices):
             return enabled[self.choices[index] % len(enabled)]
         return default_choice(enabled, current)
@@ -137,8 +149,10 @@ class ThreadSchedule:
 
     threads: tuple[int, ...] = ()
 
-    def choose(self, index: int, enabled: Sequence[int], current: int | None) -> int:
-        """The thread to run at decision ``index``.
+    def choose(
+        self, index: int, enabled: Sequence[int], current: int | None, pending: Sequence[SeamCall | None]
+    ) -> int:
+        """The thread to run at decision ``index`` (``pending``: each thread's next call; unused).
 
         Raises:
             SchedulerError: the named thread is not enabled (the store did not replay the same way).
@@ -150,8 +164,58 @@ class ThreadSchedule:
         return default_choice(enabled, current)
 
 
-#: Either kind of schedule; both answer ``choose(index, enabled, current)``.
-Schedule = ChoiceSchedule | ThreadSchedule
+@dataclass(slots=True)
+class PauseSchedule:
+    """Thread ``thread`` runs alone until it is about to make its ``occurrence``-th seam call named in
+    ``calls``; there it waits while the other threads run, by ``default_choice``, as far as they can; then
+    it continues. Single use: it counts the calls it has seen.
+    """
+
+    thread: int
+    calls: frozenset[str]
+    occurrence: int = 1
+    _seen: int = 0
+    _last: SeamCall | None = None
+
+    def choose(
+        self, index: int, enabled: Sequence[int], current: int | None, pending: Sequence[SeamCall | None]
+    ) -> int:
+        """The thread to run at decision ``index``, given each thread's next call ``pending``."""
+        call = pending[self.thread]
+        if call is not None and call is not self._last:
+            self._last = call
+            self._seen += call.name in self.calls
+        others = [t for t in enabled if t != self.thread]
+        if self._seen >= self.occurrence and others:
+            return default_choice(others, current)
+        return self.thread if self.thread in enabled else default_choice(enabled, current)
+
+
+def pause_held(trace: Sequence[TraceStep], schedule: PauseSchedule) -> bool:
+    """Whether a run under ``schedule`` went as designed: the paused thread reached its pause call, and
+    every step of every other thread came before that call ran.
+
+    Args:
+        trace: the run's trace (``Controller.trace``).
+        schedule: the schedule it ran under.
+
+    Returns:
+        ``False`` when the paused thread never made the call (a variant without it), or when another thread
+        ran after it (it needed a lock the paused thread held, so the schedule was infeasible).
+    """
+    matches = [
+        i
+        for i, step in enumerate(trace)
+        if step.thread == schedule.thread and step.call.name in schedule.calls
+    ]
+    if len(matches) < schedule.occurrence:
+        return False
+    pause = matches[schedule.occurrence - 1]
+    return all(i < pause for i, step in enumerate(trace) if step.thread != schedule.thread)
+
+
+#: A schedule; each answers ``choose(index, enabled, current, pending)``.
+Schedule = ChoiceSchedule | ThreadSchedule | PauseSchedule
 
 
 class Controller:
@@ -236,7 +300,7 @@ class Controller:
                     raise SchedulerError(f"deadlock: {waits}, stripes held {self.owner}; {self.errors}")
                 chosen = enabled[0]
                 if len(enabled) > 1:
-                    chosen = self.schedule.choose(len(self.decisions), enabled, current)
+                    chosen = self.schedule.choose(len(self.decisions), enabled, current, self.pending)
                     self.decisions.append(Decision(tuple(enabled), current, chosen, len(self.trace)))
                 call = self.pending[chosen]
                 assert call is not None
@@ -256,101 +320,49 @@ class Controller:
             self.cond.notify_all()
 
 
-class SchedulingFileSystem:
+class SchedulingFileSystem(HookedFileSystem):
     """A ``FileSystem`` that makes every call a scheduling point for threads the controller runs.
 
     Calls from any other thread (setup, read-backs) pass straight through.
     """
 
     def __init__(self, inner: FileSystem, controller: Controller) -> None:
-        self.inner = inner
-        self.stripes = inner.stripes
+        super().__init__(inner, before=self._park, after=self._note)
         self._controller = controller
-        self._names: dict[int, str] = {}
 
-    def _call(self, name: str, args: tuple[object, ...], run: Callable[[], Any]) -> Any:
+    def _park(self, call: FsCall) -> None:
         tid = self._controller.thread_id()
-        if tid is None:
-            return run()
-        self._controller.park(tid, SeamCall(name, args))
-        result = run()
-        self._controller.note_result(result)
-        return result
+        if tid is not None:
+            self._controller.park(tid, SeamCall(call.method, call.args))
 
-    def _opened(self, name: str, fd: int | None) -> int | None:
-        if fd is not None:
-            self._names[fd] = name
-        return fd
+    def _note(self, call: FsCall, outcome: object) -> None:
+        if self._controller.thread_id() is not None and not isinstance(outcome, BaseException):
+            self._controller.note_result(outcome)
 
-    def _fd(self, fd: int) -> str:
-        return self._names.get(fd, f"fd{fd}")
 
-    def lock(self, stripe: int) -> None:
-        self._call("lock", (stripe,), lambda: self.inner.lock(stripe))
+def run_thread(
+    controller: Controller, tid: int, steps: Sequence[tuple[Operation, Callable[[], object]]]
+) -> None:
+    """The body of scheduled thread ``tid``: for each ``(operation, perform)``, park at the operation's
+    invocation (a scheduling point), call ``perform`` and note its result as the operation's return.
 
-    def unlock(self, stripe: int) -> None:
-        self._call("unlock", (stripe,), lambda: self.inner.unlock(stripe))
-
-    def stat(self, name: str) -> FileStat | None:
-        found: FileStat | None = self._call("stat", (name,), lambda: self.inner.stat(name))
-        return found
-
-    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
-        data: tuple[FileStat, bytes] | None = self._call(
-            "read", (name, offset), lambda: self.inner.read(name, offset)
-        )
-        return data
-
-    def open_append(self, name: str, *, create: bool) -> int | None:
-        fd: int | None = self._call(
-            "open_append",
-            (name, create),
-            lambda: self._opened(name, self.inner.open_append(name, create=create)),
-        )
-        return fd
-
-    def write(self, fd: int, data: bytes) -> None:
-        self._call("write", (self._fd(fd), data), lambda: self.inner.write(fd, data))
-
-    def fsync(self, fd: int) -> None:
-        self._call("fsync", (self._fd(fd),), lambda: self.inner.fsync(fd))
-
-    def close(self, fd: int) -> None:
-        self._call("close", (self._fd(fd),), lambda: self.inner.close(fd))
-
-    def create_file(self, name: str) -> int | None:
-        fd: int | None = self._call(
-            "create_file", (name,), lambda: self._opened(name, self.inner.create_file(name))
-        )
-        return fd
-
-    def unlink(self, name: str) -> bool:
-        removed: bool = self._call("unlink", (name,), lambda: self.inner.unlink(name))
-        return removed
-
-    def sync_dir(self) -> None:
-        self._call("sync_dir", (), self.inner.sync_dir)
-
-    def syncfs(self) -> None:
-        self._call("syncfs", (), self.inner.syncfs)
-
-    def listdir(self) -> list[str]:
-        names: list[str] = self._call("listdir", (), self.inner.listdir)
-        return names
-
-    def fstat(self, fd: int) -> FileStat:
-        found: FileStat = self._call("fstat", (self._fd(fd),), lambda: self.inner.fstat(fd))
-        return found
-
-    def truncate(self, fd: int, size: int) -> None:
-        self._call("truncate", (self._fd(fd), size), lambda: self.inner.truncate(fd, size))
-
-    def generation(self, stripe: int, slot: int) -> int:
-        value: int = self._call("generation", (stripe, slot), lambda: self.inner.generation(stripe, slot))
-        return value
-
-    def advance_generation(self, stripe: int, slot: int) -> None:
-        self._call("advance_generation", (stripe, slot), lambda: self.inner.advance_generation(stripe, slot))
+    Args:
+        controller: the run's controller.
+        tid: this thread's number.
+        steps: the operations, in order, each with the function that performs it.
+    """
+    controller.idents[threading.get_ident()] = tid
+    try:
+        for op, perform in steps:
+            controller.park(tid, SeamCall("invoke", (op,)))
+            result = perform()
+            controller.trace.append(TraceStep(tid, SeamCall("return", (op, result))))
+    except _Aborted:
+        pass
+    except BaseException as error:  # an exception the spec allows no operation to raise
+        controller.errors.append(f"T{tid} raised {type(error).__name__}: {error}")
+    finally:
+        controller.finish(tid)
 
 
 def worker(
@@ -365,15 +377,8 @@ def worker(
         ops: the operations, in order.
         recorder: records each operation's invocation and return in the history.
     """
-    controller.idents[threading.get_ident()] = tid
-    try:
-        for op in ops:
-            controller.park(tid, SeamCall("invoke", (op,)))
-            result, _ = recorder.call(tid, handle, op)
-            controller.trace.append(TraceStep(tid, SeamCall("return", (op, result))))
-    except _Aborted:
-        pass
-    except BaseException as error:  # an exception the spec allows no operation to raise
-        controller.errors.append(f"T{tid} raised {type(error).__name__}: {error}")
-    finally:
-        controller.finish(tid)
+
+    def perform(op: Operation) -> Callable[[], object]:
+        return lambda: recorder.call(tid, handle, op)[0]
+
+    run_thread(controller, tid, [(op, perform(op)) for op in ops])
