@@ -26,7 +26,7 @@ from pathlib import Path
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.ordering import FenceSync
 from capture_ledger.impl.study.crash import StoreConfig, explore, record
-from capture_ledger.impl.study.report import SMALL_WORKLOADS, WORKLOADS
+from capture_ledger.impl.study.workloads import SMALL_WORKLOADS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
 
 ROW = {"model_call_id": "m", "value": 1}

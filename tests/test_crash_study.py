@@ -16,7 +16,9 @@ import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.crash import StoreConfig, explore, record
 from capture_ledger.impl.study.recording import Invoke, Return
-from capture_ledger.impl.study.report import EXPECTED, SMALL, STEPS, WORKLOADS, Study, study
+from capture_ledger.impl.study.report import Study, study
+from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study.workloads import EXPECTED, SMALL, STEPS, WORKLOADS
 from capture_ledger.spec.crash.durability import describe_effect
 
 
@@ -72,6 +74,20 @@ def test_schedules_reach_their_pause_points(tmp_path: Path) -> None:
         invokes = [e.op for e in recording.trace if isinstance(e, Invoke)]
         returns = [e.op for e in recording.trace if isinstance(e, Return)]
         assert invokes[0] == 0 and returns[-1] == 0  # op 0 spans every other operation
+    # The overlapping retire is parked before its directory sync: its fence is written, the other retire
+    # then finds it and writes none, and only then does the first sync.
+    overlap = effects_of("retire-overlap", tmp_path / "again")
+    assert overlap == ["create r1.lineage.retired", "sync dir", "sync dir"]
+
+
+def test_a_pause_the_store_cannot_keep_is_reported_not_waited_for(tmp_path: Path) -> None:
+    """Without the directory sync after the fences, the retire never makes the call it parks at: it runs
+    to its end first, and the recording says the schedule did not hold (the scheduler knows it at once)."""
+    config = StoreConfig(label="no sync", variant=StoreVariant(sync_after_fences=False))
+    recording = record(WORKLOADS["retire-overlap"], config, tmp_path)
+    assert recording.paused is False
+    returns = [e.op for e in recording.trace if isinstance(e, Return)]
+    assert returns == [0, 1]  # sequential: the paused retire returned first
 
 
 def test_small_study_matches_the_pinned_matrix(small_study: Study) -> None:

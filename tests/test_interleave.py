@@ -1,12 +1,13 @@
 """Scheduled interleavings of the real ``FileLineageStore`` (R-CONC-1..3, R-STORE-4..7).
 
-Every seam call of every handle is a scheduling point (``impl.scheduling``; runs and explorations are
-``impl.interleave``'s, the scenarios ``impl.scenarios``'). These tests show that the scheduler controls the
-store (one thread at a time, locks never contended, replays identical), that the production store passes
-every schedule explored (bounded-exhaustive and Hypothesis-generated), and that each guard-removed
-``StoreVariant`` is caught by a short schedule. Runs go to ``/dev/shm`` when it is a writable directory
-(real files and real fsync calls, without the disk's fsync latency, which does not change interleavings),
-else to the test's temporary directory.
+Every seam call of every handle is a scheduling point (``impl.study.scheduling``; runs and explorations are
+``impl.study.interleave``'s, the scenarios ``impl.study.scenarios``', one per configuration of the
+step-level explorer plus two it lacks). These tests show that the scheduler controls the store (one thread
+at a time, locks never contended, replays identical), that the production store passes every schedule
+explored (bounded-exhaustive and Hypothesis-generated), and that each guard-removed ``StoreVariant`` is
+caught by a short schedule, in a scenario whose configuration the explorer also finds broken without that
+guard. Runs go to ``/dev/shm`` when it is a writable directory (real files and real fsync calls, without
+the disk's fsync latency, which does not change interleavings), else to the test's temporary directory.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.store.fs import FileSystem, HookedFileSystem
+from capture_ledger.impl.store.locks import stripe_of
 from capture_ledger.impl.study.interleave import (
     ChoiceSchedule,
     Run,
@@ -33,7 +34,9 @@ from capture_ledger.impl.study.interleave import (
     find_counterexample,
     run_schedule,
 )
-from capture_ledger.impl.study.scenarios import SCENARIOS, store_opener
+from capture_ledger.impl.study.scenarios import EXTRA, GUARDS, SCENARIOS, SLOW, STRIPES, store_opener
+from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, load_manifest
 from capture_ledger.spec.concurrency.linearizability import Violation
 from capture_ledger.spec.core.model import Delete, ManifestValue, ReadManifest, Removal, Retire
 from capture_ledger.spec.core.model import Ok as ModelOk
@@ -42,7 +45,11 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 #: Scenarios exhausted to 1 preemption in CI (three threads, or a batch of two IDs), to 2 in the slow study.
-LARGE = ("batch-retire-vs-writes", "retire-vs-two-late-writes", "two-retires-vs-write")
+LARGE = tuple(
+    name
+    for name, s in SCENARIOS.items()
+    if name not in SLOW and (len(s.threads) > 2 or len(s.rollout_ids) > 1)
+)
 
 #: Each guard, and the scenario whose schedules show it is needed.
 VARIANTS = {
@@ -50,7 +57,7 @@ VARIANTS = {
     "fence_before_unlink": "retire-vs-late-write",
     "fence_lookup_on_write": "retire-vs-late-write",
     "admit_checks_fence": "admit-vs-retire",
-    "cache_coherence": "stale-cache-after-delete",
+    "cache_coherence": "delete-vs-write",
 }
 
 
@@ -91,31 +98,17 @@ def test_the_empty_schedule_runs_threads_one_after_another(base_dir: Path) -> No
     assert run.ok, run.describe()
 
 
-class _Counting:
-    """A seam wrapper between the store and the scheduler: names every call made from a worker thread."""
-
-    def __init__(self, inner: FileSystem) -> None:
-        self.inner = inner
-        self.stripes = inner.stripes
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.inner, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if threading.current_thread() is not threading.main_thread():
-                self.calls.append(name)
-            return method(*args, **kwargs)
-
-        return call
-
-
 def test_every_seam_call_is_a_scheduling_point(base_dir: Path) -> None:
-    counters: list[_Counting] = []
+    counted: list[list[tuple[int, str]]] = []
 
     def open_counted(directory: Path, fs: FileSystem) -> Any:
-        counters.append(_Counting(fs))
-        return FileLineageStore(directory, fs=cast(FileSystem, counters[-1]))
+        # A wrapper between the store and the scheduler: names every call, and the thread that made it.
+        calls: list[tuple[int, str]] = []
+        counted.append(calls)
+        return FileLineageStore(
+            directory,
+            fs=HookedFileSystem(fs, before=lambda call: calls.append((threading.get_ident(), call.method))),
+        )
 
     run = run_schedule(
         SCENARIOS["retire-vs-delete-reuse"],
@@ -123,12 +116,23 @@ def test_every_seam_call_is_a_scheduling_point(base_dir: Path) -> None:
         open_handle=open_counted,
         base_dir=base_dir,
     )
-    for thread, counter in enumerate(counters[:2]):
+    # The last handle is the fresh one of the read-backs: its calls come from the thread that runs the setup
+    # and the read-backs, which the scheduler does not schedule.
+    unscheduled = {ident for ident, _ in counted[-1]}
+    for thread, calls in enumerate(counted[:2]):
         parked = [
             s.call.name for s in run.trace if s.thread == thread and s.call.name not in ("invoke", "return")
         ]
-        assert parked == counter.calls and parked
+        assert parked == [method for ident, method in calls if ident not in unscheduled] and parked
     assert run.ok, run.describe()
+
+
+def test_scenarios_are_the_explorers_configurations_and_the_extras() -> None:
+    assert set(SCENARIOS) == set(CONFIGURATIONS) | set(EXTRA) and not set(CONFIGURATIONS) & set(EXTRA)
+    shared = SCENARIOS["retire-batch-shared-stripe"].rollout_ids
+    assert len({stripe_of(rid, STRIPES) for rid in shared}) == 1  # as the configuration's stripes say
+    batch = SCENARIOS["retire-batch-vs-writes"].rollout_ids
+    assert len({stripe_of(rid, STRIPES) for rid in batch}) == 2
 
 
 def test_switching_at_every_decision_keeps_locks_exclusive(base_dir: Path) -> None:
@@ -160,7 +164,7 @@ def test_a_schedule_replays_identically(base_dir: Path) -> None:
     assert again.history == first.history
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize("name", sorted(set(SCENARIOS) - SLOW))
 def test_production_store_passes_every_bounded_schedule(name: str, base_dir: Path) -> None:
     bound = 1 if name in LARGE else 2
     found = explore(SCENARIOS[name], open_handle=store_opener(), preemption_bound=bound, base_dir=base_dir)
@@ -174,7 +178,7 @@ def test_production_store_passes_every_bounded_schedule(name: str, base_dir: Pat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", LARGE)
+@pytest.mark.parametrize("name", sorted({*LARGE, *SLOW}))
 def test_large_scenarios_to_two_preemptions(name: str, base_dir: Path) -> None:
     found = explore(SCENARIOS[name], open_handle=store_opener(), preemption_bound=2, base_dir=base_dir)
     print(f"{name}: {found.runs} schedules (<= 2 preemptions), exhausted={found.exhausted}")
@@ -206,6 +210,15 @@ def test_production_store_passes_hypothesis_schedules(name: str, base_dir: Path)
     check()
 
 
+def test_each_guard_is_caught_where_the_explorer_catches_it() -> None:
+    """Every scheduling guard has a scenario, whose configuration the step model also finds broken without
+    the guard (the pinned ablation of ``spec/concurrency/manifest.json``)."""
+    assert set(VARIANTS) == set(GUARDS)
+    ablation = load_manifest()["ablation"]
+    for guard, scenario in VARIANTS.items():
+        assert ablation[guard][scenario] != "no violation", (guard, scenario)
+
+
 @pytest.mark.parametrize("guard", sorted(VARIANTS))
 def test_each_guard_removed_is_caught_by_a_short_schedule(guard: str, base_dir: Path) -> None:
     variant = StoreVariant(**{guard: False})
@@ -223,6 +236,21 @@ def test_each_guard_removed_is_caught_by_a_short_schedule(guard: str, base_dir: 
         base_dir=base_dir,
     )
     assert not replayed.ok  # the printed schedule is a runnable counterexample (R-KIT-6)
+
+
+@pytest.mark.parametrize(
+    ("name", "guard"),
+    [("stale-cache-after-delete", "cache_coherence"), ("retire-vs-reads", "fence_before_unlink")],
+)
+def test_the_extra_scenarios_catch_a_guard_removed(name: str, guard: str, base_dir: Path) -> None:
+    """The scenarios the explorer lacks are not idle: each catches a broken store the others catch too."""
+    run, runs = find_counterexample(
+        EXTRA[name],
+        open_handle=store_opener(StoreVariant(**{guard: False})),
+        max_preemptions=1,
+        base_dir=base_dir,
+    )
+    assert run is not None, f"{guard}=False not caught in {runs} schedules of {name}"
 
 
 def test_unfenced_late_write_breaks_r_conc_2_directly(base_dir: Path) -> None:
@@ -271,7 +299,7 @@ def test_a_delete_between_retires_phases_is_linearizable(base_dir: Path) -> None
     assert [e.result for e in removals] == [ModelOk(Removal(("a",), ()))] * 2
     final = run.history[-1]
     assert isinstance(final.op, ReadManifest) and isinstance(final.result, ModelOk)
-    assert final.result.value == ManifestValue(('{"model_call_id":"c2","v":2}',))
+    assert final.result.value == ManifestValue(('{"model_call_id":"m2"}',))
 
 
 def test_missing_recheck_breaks_r_conc_3_directly(base_dir: Path) -> None:

@@ -17,14 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.study.report import (
-    CONFIGS,
-    WORKLOADS,
-    StudyCell,
-    matrix_table,
-    study,
-    write_report,
-)
+from capture_ledger.impl.study.report import StudyCell, matrix_table, study, write_report
+from capture_ledger.impl.study.workloads import CONFIGS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
 
 __all__ = ["register", "run"]

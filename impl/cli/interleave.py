@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.store.ordering import StoreVariant
 from capture_ledger.impl.study.interleave import explore, find_counterexample
 from capture_ledger.impl.study.scenarios import GUARDS, SCENARIOS, store_opener
+from capture_ledger.impl.study.variants import StoreVariant
 
 __all__ = ["register", "run_cli"]
 

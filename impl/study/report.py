@@ -1,16 +1,16 @@
 """The ordering study: which sync or ordering step protects which crash clause, under which model.
 
-For every step of the protocol (``ordering.StoreVariant``) one store configuration switches it off; the
-default protocol and its ``fence_sync`` options are studied next to them. Each configuration runs every
-``WORKLOADS`` entry once through the recording seam (``crash.record``) and is explored under every
-persistence model (``spec.durability.MODELS``). The result is a matrix *configuration × model → clauses
-broken*, with the shortest counterexample of each cell, rendered by ``render_markdown`` as ``report.md``;
-``write_report`` adds the SVG pictures that ``impl.crash_pictures`` draws (R-CRASH-1..4, SPEC.md §Crash).
+The catalogue (``workloads``) defines the workloads and the store configurations: for every step of the
+protocol (a field of ``variants.StoreVariant``) one configuration switches it off, next to the default
+protocol and its ``fence_sync`` options. ``study`` runs each configuration on each workload once through
+the recording seam (``crash.record``) and explores it under every persistence model
+(``spec.durability.MODELS``). The result is a matrix *configuration × model → clauses broken*, with the
+shortest counterexample of each cell, rendered by ``render_markdown`` as ``report.md``; ``write_report``
+adds the SVG pictures that ``pictures`` draws (R-CRASH-1..4, SPEC.md §Crash).
 
-``SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every image);
-``study(full=True)`` adds the guards that are not about crashes and larger, sampled workloads.
-``EXPECTED`` pins what the small study must find: the default protocol clean under ``journaled`` and
-``weakest-posix``, each ablated step caught under at least one model.
+``workloads.SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every
+image); ``study(full=True)`` adds the guards that are not about crashes and larger, sampled workloads.
+``workloads.EXPECTED`` pins what the small study must find.
 
 Not guaranteed: that a clean cell proves the step unnecessary on real hardware (the models are parameters),
 or coverage beyond the recorded schedule of each workload.
@@ -25,243 +25,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture_ledger.impl.store.ordering import FenceSync, StoreVariant
 from capture_ledger.impl.study.crash import (
     CrashViolation,
     Exploration,
-    FaultAt,
     Observation,
-    Pause,
     Recording,
-    StoreConfig,
     Workload,
     explore,
     record,
 )
 from capture_ledger.impl.study.pictures import matrix_svg, op_label, timeline_svg
-from capture_ledger.spec.core.model import Delete, Record, RecordFailure, Retire
+from capture_ledger.impl.study.workloads import CONFIGS, SMALL, SMALL_WORKLOADS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS, DiskImage
 
-__all__ = [
-    "CONFIGS",
-    "EXPECTED",
-    "SMALL",
-    "WORKLOADS",
-    "Study",
-    "StudyCell",
-    "matrix_table",
-    "render_markdown",
-    "study",
-    "write_report",
-]
-
-
-def _row(call: str, value: int = 1) -> dict[str, object]:
-    return {"model_call_id": call, "value": value}
-
-
-_SYNC = frozenset({"sync_dir", "syncfs"})
-
-#: The study's workloads: each exercises the steps named in its note.
-WORKLOADS: dict[str, Workload] = {
-    w.name: w
-    for w in (
-        Workload(
-            name="record-new",
-            ops=(Record("r1", _row("a")),),
-            note="first record creates the ledger: data fsync, directory sync on create",
-        ),
-        Workload(
-            name="record-append",
-            setup=(Record("r1", _row("a")),),
-            ops=(Record("r1", _row("b")), RecordFailure("r1", "c", "timeout")),
-            note="appends to a durable ledger: data fsync",
-        ),
-        Workload(
-            name="record-torn",
-            setup=(Record("r1", _row("a")),),
-            torn=("r1",),
-            ops=(Record("r1", _row("b")),),
-            note="append after a crash left a torn last line: truncate, write, fsync (R-STORE-6)",
-        ),
-        Workload(
-            name="retire-live",
-            setup=(Record("r1", _row("a")),),
-            ops=(Retire(["r1", "r2"]),),
-            note="retire a Live and an Absent ID: fences, sync, unlink, sync",
-        ),
-        Workload(
-            name="retire-overlap",
-            ops=(Retire(["r1"]), Retire(["r1"])),
-            pause=Pause(0, _SYNC),
-            note="a second retire runs while the first has written its fence but not synced it: "
-            "the sync when nothing was written",
-        ),
-        Workload(
-            name="delete-reuse",
-            setup=(Record("r1", _row("a")), Retire(["r1"])),
-            ops=(Delete(["r1"]), Record("r1", _row("b"))),
-            note="delete a Retired ID, then reuse it: delete's sync",
-        ),
-        Workload(
-            name="retire-delete-reuse",
-            setup=(Record("r1", _row("a")),),
-            ops=(Retire(["r1"]), Delete(["r1"]), Record("r1", _row("b"))),
-            pause=Pause(0, frozenset({"lock"}), 2),
-            note="a delete and a reuse run between retire's phases: the re-check (R-CONC-3)",
-        ),
-        Workload(
-            name="record-retry-eio",
-            ops=(Record("r1", _row("a")), Record("r1", _row("a"))),
-            faults=(FaultAt(0, "sync_dir"),),
-            note="the first record's directory sync fails (EIO); the caller retries the same row, "
-            "which is already there (R-WRITE-3)",
-        ),
-        Workload(
-            name="retire-retry-eio",
-            ops=(Retire(["r1"]), Retire(["r1"])),
-            faults=(FaultAt(0, "sync_dir"),),
-            note="a retire fails after writing its fence, before syncing it; the caller retries the batch: "
-            "the sync when nothing was written",
-        ),
-        Workload(
-            name="retire-retry-fsync-eio",
-            ops=(Retire(["r1"]), Retire(["r1"])),
-            faults=(FaultAt(0, "fsync"),),
-            note="with fence_sync=file: the fence's fsync fails (EIO), or its process dies; the batch is "
-            "retried",
-        ),
-        Workload(
-            name="delete-retry-eio",
-            setup=(Record("r1", _row("a")), Retire(["r1"])),
-            ops=(Delete(["r1"]), Delete(["r1"])),
-            faults=(FaultAt(0, "sync_dir"),),
-            note="a delete fails at its directory sync; the caller retries: every non-empty batch syncs",
-        ),
-        Workload(
-            name="mixed",
-            setup=(Record("r1", _row("a")), Record("r2", _row("b")), Retire(["r4"])),
-            ops=(
-                Record("r3", _row("c")),
-                Retire(["r1", "r2", "r3", "r4"]),
-                Delete(["r2", "r4"]),
-                Record("r2", _row("d")),
-            ),
-            note="larger: every kind of operation on four IDs",
-        ),
-        Workload(
-            name="retire-batch",
-            setup=tuple(Record(f"r{i}", _row("a")) for i in range(8)),
-            ops=(Retire([f"r{i}" for i in range(8)]),),
-            note="a batch of eight Live IDs: the weak models' spaces grow as 2^8; sampled",
-        ),
-    )
-}
-
-#: The workloads of the CI study.
-SMALL_WORKLOADS = (
-    "record-new",
-    "retire-live",
-    "retire-overlap",
-    "retire-retry-eio",
-    "delete-reuse",
-    "retire-delete-reuse",
-)
-
-#: The protocol's sync and ordering steps, each switched off alone.
-STEPS = (
-    "sync_after_fences",
-    "sync_when_nothing_written",
-    "recheck_fence",
-    "sync_after_unlinks",
-    "fsync_appends",
-    "sync_dir_on_create",
-    "sync_delete",
-    "fence_before_unlink",
-)
-#: Guards that are not about crashes; studied in the full run only.
-OTHER_GUARDS = ("fence_lookup_on_write", "admit_checks_fence", "cache_coherence")
-
-
-def _without(step: str, *, fence_sync: FenceSync = "directory") -> StoreConfig:
-    prefix = "" if fence_sync == "directory" else f"fence_sync={fence_sync}, "
-    return StoreConfig(
-        label=f"{prefix}no {step}", variant=StoreVariant(**{step: False}), fence_sync=fence_sync
-    )
-
-
-#: Every configuration of the study, by label.
-CONFIGS: dict[str, StoreConfig] = {
-    c.label: c
-    for c in (
-        StoreConfig(label="default"),
-        StoreConfig(label="fence_sync=file", fence_sync="file"),
-        StoreConfig(label="fence_sync=syncfs", fence_sync="syncfs"),
-        *(_without(step) for step in (*STEPS, *OTHER_GUARDS)),
-        # The full study also ablates each step from the configuration that is safe without a journal.
-        *(_without(step, fence_sync="file") for step in STEPS),
-    )
-}
-SMALL = ("default", "fence_sync=file", "fence_sync=syncfs", *(f"no {s}" for s in STEPS))
-
-#: What the small study must find: configuration → model → clauses broken (R-STATE-3/R-STORE-8 never).
-EXPECTED: dict[str, dict[str, frozenset[str]]] = {
-    "default": {
-        "journaled": frozenset(),
-        "weakest-posix": frozenset(),
-        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-    },
-    "fence_sync=file": {
-        "journaled": frozenset(),
-        "weakest-posix": frozenset(),
-        "ext4-nojournal": frozenset(),
-    },
-    "fence_sync=syncfs": {
-        "journaled": frozenset(),
-        "weakest-posix": frozenset(),
-        "ext4-nojournal": frozenset(),
-    },
-    "no sync_after_fences": {
-        "journaled": frozenset({"R-CRASH-2"}),
-        "weakest-posix": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-    },
-    "no sync_when_nothing_written": {
-        "journaled": frozenset({"R-CRASH-2"}),
-        "weakest-posix": frozenset({"R-CRASH-2"}),
-        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-    },
-    "no recheck_fence": {
-        "journaled": frozenset({"R-CRASH-1", "R-CRASH-4"}),
-        "weakest-posix": frozenset({"R-CRASH-1", "R-CRASH-4"}),
-        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
-    },
-    "no sync_after_unlinks": {
-        "journaled": frozenset({"R-CRASH-2"}),
-        "weakest-posix": frozenset({"R-CRASH-2"}),
-        "ext4-nojournal": frozenset({"R-CRASH-2"}),
-    },
-    "no fsync_appends": {
-        "journaled": frozenset({"R-CRASH-1"}),
-        "weakest-posix": frozenset({"R-CRASH-1"}),
-        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
-    },
-    "no sync_dir_on_create": {
-        "journaled": frozenset({"R-CRASH-1"}),
-        "weakest-posix": frozenset({"R-CRASH-1"}),
-        "ext4-nojournal": frozenset({"R-CRASH-1", "R-CRASH-2", "R-CRASH-4"}),
-    },
-    "no sync_delete": {
-        "journaled": frozenset({"R-CRASH-3"}),
-        "weakest-posix": frozenset({"R-CRASH-3"}),
-        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-3", "R-CRASH-4"}),
-    },
-    "no fence_before_unlink": {
-        "journaled": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-        "weakest-posix": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
-    },
-}
+__all__ = ["Study", "StudyCell", "matrix_table", "render_markdown", "study", "write_report"]
 
 
 @dataclass(frozen=True, slots=True)
