@@ -1,8 +1,9 @@
-"""Recording histories of real ledger calls (``impl.histories``; R-CONC-1, R-KIT-4).
+"""Recording histories of real ledger calls (``spec.kit.recorder``; R-CONC-1, R-KIT-4).
 
 ``RecordingLedger`` over a real ``FileLineageStore`` hands the caller exactly what the store did and leaves
 a history the checker accepts; JSON lines round-trip; an exception the spec allows no operation to raise
-(an ``OSError`` from a failing seam) is recorded as an unreturned call and re-raised.
+(an ``OSError`` from a failing seam) is recorded as an unreturned call and re-raised. A journal written
+call by call reads back as the history, with the call in flight unreturned and a torn last line skipped.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ from typing import Any, cast
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.study.histories import HistoryRecorder, RecordingLedger, read_history, write_history
+from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import Ok, check_history
 from capture_ledger.spec.core.errors import RolloutRetiredError
 from capture_ledger.spec.core.model import Err, ErrorKind, Record, Retire
+from capture_ledger.spec.kit.recorder import (
+    HistoryJournal,
+    HistoryRecorder,
+    RecordingLedger,
+    read_history,
+    write_history,
+)
 
 
 class _FailingAppends:
@@ -76,3 +84,30 @@ def test_an_unexpected_error_is_recorded_as_an_unreturned_call(tmp_path: Path) -
     assert second.returned is not None
     # The unreturned record may or may not have taken effect: both readings are linearizable.
     assert isinstance(check_history(recorder.events), Ok)
+
+
+def test_a_journal_leaves_the_call_in_flight_as_unreturned(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    journal = HistoryJournal(path)
+    recorder = HistoryRecorder(journal=journal)
+    with FileLineageStore(tmp_path / "lineage") as store:
+        recorder.call(0, store, Record("a", {"model_call_id": "c1"}))
+        recorder.call(0, store, Retire(["a"]))
+        # What a kill in the middle of the third call leaves: its invocation line, and a torn line after.
+        journal(Event(client=0, op=Record("a", {"model_call_id": "c2"}), invoked=10.0**30))
+    journal.close()
+    with open(path, "a", encoding="utf-8") as out:
+        out.write('{"client": 0, "op": "rec')
+    events = read_history(path)
+    assert events[:2] == recorder.events
+    assert [e.returned is None for e in events] == [False, False, True]
+    assert isinstance(check_history(events), Ok)
+    # Each returned call was written twice (invoked, then whole) and merged back into one event.
+    assert len(path.read_text().splitlines()) == 6
+
+
+def test_read_history_refuses_a_complete_line_that_is_not_an_event(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"client": 0, "op": "record"}\n')
+    with pytest.raises(ValueError, match="not a history event"):
+        read_history(path)

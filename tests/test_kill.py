@@ -1,209 +1,187 @@
-"""Process crashes for real: SIGKILL in the middle of writes, retires and deletes.
+"""Process crashes for real: SIGKILL in the middle of writes, retires and deletes (R-CRASH-1..4).
 
-A forked child process runs a seeded loop of ``record``, ``retire`` and ``delete`` on a real
-``FileLineageStore`` and, around every call, appends to an acknowledgement log (fsynced): an ``invoke``
-line before the call and a ``return`` line after it returned. The parent kills it with SIGKILL at a
-seeded random moment, many times over one directory, and after each kill reopens the directory with a
-fresh store and checks:
+A forked child process runs operations on a real ``FileLineageStore`` whose seam is a
+``HookedFileSystem``: its ``before`` hook counts the store's seam calls and SIGKILLs the child just
+before the ``kill_at``-th one. Every operation goes through ``spec.kit.recorder.HistoryRecorder`` with a
+``HistoryJournal``: the call's invocation is journaled before the store is called, the whole event after
+it returned, so the journal read back (``read_history``) is the child's history, the operation the kill
+interrupted being the one unreturned event. The kill point is a seam-call index, not a moment: a given
+seed and index kill the same operation at the same call in every run.
+
+After each kill the parent reopens the directory with a fresh store (``crash.observe_directory``) and
+checks:
 
 - the contract (R-CRASH-1..4): each ID is in a state ``allowed_states`` permits, given the state read after
-  the previous kill, the operations the child reported as returned (durable) and the one in flight;
+  the previous kill and the history (returned operations are durable; the interrupted one may have left
+  its pre-state, its post-state or a state on its path);
 - the public API reads what the files hold (R-STATE-3);
 - ``check()`` reports nothing but what a crash may leave (torn last lines, interrupted retires, R-STORE-8).
 
-A second test kills deterministically: a retire, before each of its seam calls in turn (the child kills
-itself from ``FaultyFileSystem``'s plan hook), on a fresh copy of one directory each time; the production
-store keeps the contract at every point, and the variant that unlinks before fencing is caught.
+The first test kills a seeded random workload at seeded call indexes, many times over one directory; the
+same kills catch the variant that unlinks before fencing. The last kills a retire before each of its
+seam calls in turn, on a fresh copy of one directory each time: the production store keeps the contract
+at every point, and that variant is caught at the calls between its unlink and its fence.
 
 A killed process keeps the kernel's page cache, so this tests the store's own ordering and recovery (torn
 tails, fenced ledgers left by an interrupted retire, resuming on them), not the disk's persistence model;
-``crash`` explores that.
+``crash`` explores that. The journal is therefore not fsynced: only the process dies, not the machine.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
 import signal
-import time
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.ordering import StoreVariant
+from capture_ledger.impl.store.fs import FsCall, HookedFileSystem, OsFileSystem
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory
-from capture_ledger.impl.study.faults import FaultyFileSystem
+from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
 from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
+from capture_ledger.spec.kit.recorder import HistoryJournal, HistoryRecorder, read_history
 
-KILLS = 30
+KILLS = 40
 IDS = tuple(f"r{i}" for i in range(5))
+#: Operations a child is given: more than it reaches before any kill point drawn below.
+OPERATIONS = 400
+#: Kill points are drawn from 1..MAX_CALL (a record makes about 8 seam calls, a retire of 3 IDs about 20).
+MAX_CALL = 600
 
 
-def child_loop(directory: Path, log_path: Path, seed: int, ready: int) -> None:
-    """The killed process: a seeded loop of store operations, each acknowledged in an fsynced log."""
+def workload(seed: int) -> list[Operation]:
+    """A seeded mix: 60% records of fresh rows, 20% retires and 20% deletes of one to three IDs."""
     rng = random.Random(seed)
-    store = FileLineageStore(directory)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def note(entry: dict[str, Any]) -> None:
-        os.write(log, (json.dumps(entry) + "\n").encode())
-        os.fsync(log)
-
-    os.write(ready, b"r")
-    for n in range(1_000_000):
+    ops: list[Operation] = []
+    for n in range(OPERATIONS):
         roll = rng.random()
-        op: dict[str, Any]
         if roll < 0.6:
-            op = {"kind": "record", "id": rng.choice(IDS), "call": f"s{seed}-c{n}"}
+            ops.append(Record(rng.choice(IDS), {"model_call_id": f"s{seed}-c{n}", "n": n}))
         else:
-            op = {"kind": "retire" if roll < 0.8 else "delete", "ids": rng.sample(IDS, rng.randint(1, 3))}
-        note({"n": n, "phase": "invoke", "op": op})
-        result: object = None
-        if op["kind"] == "record":
-            store.record(op["id"], {"model_call_id": op["call"], "n": n})
-        elif op["kind"] == "retire":
-            result = store.retire(op["ids"])
-        else:
-            result = store.delete(op["ids"])
-        note({"n": n, "phase": "return", "result": result})
+            batch = rng.sample(IDS, rng.randint(1, 3))
+            ops.append(Retire(batch) if roll < 0.8 else Delete(batch))
+    return ops
 
 
-def spawn(directory: Path, log_path: Path, seed: int) -> int:
-    """Fork a child running ``child_loop`` (a real process; forked so it starts in milliseconds)."""
-    ready_read, ready_write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns; SIGKILL ends it
-        code = 0
-        try:
-            os.close(ready_read)
-            child_loop(directory, log_path, seed, ready_write)
-        except BaseException:
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(ready_write)
-    assert os.read(ready_read, 1) == b"r"
-    os.close(ready_read)
-    return pid
-
-
-def operation(entry: dict[str, Any]) -> Operation:
-    if entry["kind"] == "record":
-        call = entry["call"]
-        n = int(call.rsplit("-c", 1)[1])
-        return Record(entry["id"], {"model_call_id": call, "n": n})
-    if entry["kind"] == "retire":
-        return Retire(list(entry["ids"]))
-    return Delete(list(entry["ids"]))
-
-
-def read_log(path: Path) -> list[Span]:
-    """The round's operations: every invoked one, returned or not (a torn last log line is ignored)."""
-    spans: list[tuple[Operation, bool]] = []
-    for line in path.read_bytes().split(b"\n"):
-        if not line:
-            continue
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # the kill tore the log's last line
-        if entry["phase"] == "invoke":
-            spans.append((operation(entry["op"]), False))
-        else:
-            spans[-1] = (spans[-1][0], True)
-    return [Span(op, done, frozenset(range(i))) for i, (op, done) in enumerate(spans)]
-
-
-def test_sigkill_mid_operation_keeps_the_contract(tmp_path: Path) -> None:
-    directory = tmp_path / "lineage"
-    rng = random.Random(20261129)
-    states: dict[str, RolloutState] = dict.fromkeys(IDS, ABSENT)
-    in_flight = returned = 0
-    for round_number in range(KILLS):
-        log = tmp_path / f"acks-{round_number}.jsonl"
-        pid = spawn(directory, log, round_number)
-        time.sleep(rng.uniform(0.005, 0.2))  # a seeded random point in the loop
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-
-        history = read_log(log) if log.exists() else []
-        returned += sum(s.returned for s in history)
-        in_flight += any(not s.returned for s in history)
-        observation = observe_directory(directory, IDS, config=StoreConfig(stripes=64))
-        assert observation.mismatches == ()
-        assert observation.findings == ()  # only torn tails and interrupted retires (R-STORE-8)
-        for rollout_id in IDS:
-            observed = observation.state(rollout_id)
-            allowed = allowed_states(history, rollout_id, initial=states[rollout_id])
-            if observed not in allowed:
-                clauses = broken_clauses(history, rollout_id, observed, initial=states[rollout_id])
-                raise AssertionError(
-                    f"kill {round_number}: {rollout_id} read {observed!r}, "
-                    f"allowed {sorted(map(repr, allowed))}; breaks {clauses}; "
-                    f"last operations {[repr(s.op) for s in history[-3:]]}"
-                )
-            states[rollout_id] = observed
-    # The kills landed where they matter: many operations returned, and some kills hit one in flight.
-    assert returned >= KILLS
-    assert in_flight >= KILLS // 3
-
-
-def kill_at(step: int, directory: Path, variant: StoreVariant) -> bool:
-    """Fork a child that retires ``RETIRED_BATCH`` and SIGKILLs itself just before its ``step``-th seam
-    call (through ``FaultyFileSystem``'s plan hook); whether it was killed (else it returned)."""
+def run_child(
+    directory: Path, journal: Path, ops: Sequence[Operation], kill_at: int, variant: StoreVariant
+) -> bool:
+    """Fork a child that runs ``ops`` through the recorder and SIGKILLs itself just before its
+    ``kill_at``-th seam call; whether it was killed (else it ran every operation)."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child ends by SIGKILL or os._exit
         code = 0
         try:
             calls = 0
 
-            def plan(call: str, name: str) -> None:
+            def before(call: FsCall) -> None:
                 nonlocal calls
                 calls += 1
-                if calls == step:
+                if calls == kill_at:
                     os.kill(os.getpid(), signal.SIGKILL)
 
-            inner = OsFileSystem(directory)
-            store = FileLineageStore(directory, fs=FaultyFileSystem(inner, plan=plan), variant=variant)
-            store.retire(list(RETIRED_BATCH))
+            seam = HookedFileSystem(OsFileSystem(directory), before=before)
+            store = FileLineageStore(directory, fs=seam, ordering=variant.ordering())
+            recorder = HistoryRecorder(journal=HistoryJournal(journal, durable=False))
+            for op in ops:
+                recorder.call(0, store, op)
         except BaseException:
             code = 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
         return True
-    assert os.WEXITSTATUS(status) == 0
+    assert os.WEXITSTATUS(status) == 0, "the child failed"
     return False
+
+
+def spans(events: Sequence[Event]) -> list[Span]:
+    """One client's history as the crash contract reads it: in order, each after all before it."""
+    return [Span(e.op, e.returned is not None, frozenset(range(i))) for i, e in enumerate(events)]
+
+
+def judge(
+    directory: Path, ids: Sequence[str], events: Sequence[Event], initial: dict[str, RolloutState]
+) -> tuple[dict[str, RolloutState], list[str]]:
+    """Reopen ``directory``; the state read per ID and every way it breaks the contract."""
+    observation = observe_directory(directory, ids, config=StoreConfig(stripes=64))
+    assert observation.unreadable is None, observation.unreadable
+    assert observation.mismatches == ()  # R-STATE-3
+    assert observation.findings == ()  # only torn tails and interrupted retires (R-STORE-8)
+    history = spans(events)
+    states = {rid: observation.state(rid) for rid in ids}
+    found = []
+    for rid, state in states.items():
+        if state not in allowed_states(history, rid, initial=initial[rid]):
+            clauses = broken_clauses(history, rid, state, initial=initial[rid])
+            last = [repr(s.op) for s in history[-3:]]
+            found.append(f"{rid} read {state!r}; breaks {', '.join(clauses)}; last operations {last}")
+    return states, found
+
+
+def kill_rounds(tmp_path: Path, variant: StoreVariant) -> tuple[list[str], list[list[Event]]]:
+    """``KILLS`` seeded kills over one directory; the contract breaches found and each round's history."""
+    directory = tmp_path / "lineage"
+    rng = random.Random(20261129)
+    states: dict[str, RolloutState] = dict.fromkeys(IDS, ABSENT)
+    found: list[str] = []
+    histories = []
+    for round_number in range(KILLS):
+        journal = tmp_path / f"journal-{round_number}.jsonl"
+        kill_at = rng.randint(1, MAX_CALL)
+        assert run_child(directory, journal, workload(round_number), kill_at, variant)
+        events = read_history(journal)
+        histories.append(events)
+        states, breaches = judge(directory, IDS, events, states)
+        found += [f"kill {round_number} before call {kill_at}: {breach}" for breach in breaches]
+    return found, histories
+
+
+def test_sigkill_mid_operation_keeps_the_contract(tmp_path: Path) -> None:
+    found, histories = kill_rounds(tmp_path, StoreVariant())
+    assert found == []
+    # Every kill lands inside an operation (seam calls happen only there): exactly one is in flight, last.
+    for events in histories:
+        assert [e.returned is None for e in events] == [False] * (len(events) - 1) + [True]
+    returned = sum(len(events) - 1 for events in histories)
+    interrupted = Counter(type(events[-1].op).__name__ for events in histories)
+    print(f"{KILLS} kills, {returned} operations returned before them; interrupted: {dict(interrupted)}")
+    assert returned > 10 * KILLS  # the seeded kill points let the child run, not die at once
+    assert set(interrupted) == {"Record", "Retire", "Delete"}  # kills hit every kind of operation
+
+
+def test_sigkill_catches_a_retire_that_unlinks_before_fencing(tmp_path: Path) -> None:
+    """The same kills, on the variant that unlinks a retire's ledgers before fencing them: some kill lands
+    between the two and leaves a returned-never retire's ID Absent, which R-CRASH-4 forbids."""
+    found, _ = kill_rounds(tmp_path, StoreVariant(fence_before_unlink=False))
+    assert found and all("breaks R-CRASH-4" in breach for breach in found), found
 
 
 RETIRED_BATCH = ("r0", "r1", "r2")
 
 
 def violations_at_every_call(tmp_path: Path, variant: StoreVariant) -> tuple[int, list[str]]:
-    """Kill a retire at each of its seam calls in turn, on a fresh copy of the same directory; judge."""
+    """Kill a retire before each of its seam calls in turn, on a fresh copy of one directory; judge."""
     template = tmp_path / "template"
     with FileLineageStore(template) as store:
         store.record("r0", {"model_call_id": "a"})
         store.record("r1", {"model_call_id": "b"})
-    initial = observe_directory(template, RETIRED_BATCH, config=StoreConfig(stripes=64))
+    initial = {rid: observe_directory(template, RETIRED_BATCH).state(rid) for rid in RETIRED_BATCH}
     found: list[str] = []
     for step in range(1, 100):
         directory = tmp_path / f"kill-{step}"
         shutil.copytree(template, directory)
-        killed = kill_at(step, directory, variant)
-        observation = observe_directory(directory, RETIRED_BATCH, config=StoreConfig(stripes=64))
-        assert observation.mismatches == () and observation.findings == ()
-        history = [Span(Retire(list(RETIRED_BATCH)), not killed)]
-        for rollout_id in RETIRED_BATCH:
-            state = observation.state(rollout_id)
-            if state not in allowed_states(history, rollout_id, initial=initial.state(rollout_id)):
-                found.append(f"killed before call {step}: {rollout_id} read {state!r}")
+        journal = tmp_path / f"journal-{step}.jsonl"
+        killed = run_child(directory, journal, [Retire(list(RETIRED_BATCH))], step, variant)
+        _, breaches = judge(directory, RETIRED_BATCH, read_history(journal), initial)
+        found += [f"killed before call {step}: {breach}" for breach in breaches]
         if not killed:
             return step - 1, found
     raise AssertionError("the retire never finished")
@@ -216,3 +194,4 @@ def test_sigkill_at_every_seam_call_of_a_retire(tmp_path: Path) -> None:
     assert kills >= 8 and found == []
     _, broken = violations_at_every_call(tmp_path / "broken", StoreVariant(fence_before_unlink=False))
     assert broken, "a retire that unlinks before fencing must be caught"
+    assert all("R-CRASH-4" in breach for breach in broken), broken

@@ -8,7 +8,9 @@
   after that retire returned is never acknowledged as appended, and every acknowledged write to a rollout
   nobody removed is in its manifest, in each writer's order.
 
-Each test runs a few seconds; the processes are plain ``python`` children running a script.
+The processes are plain ``python`` children running a script. The racing test moves them through phases
+over pipes: each process does a fixed number of operations per phase, and a phase starts when every
+process has answered the one before, so every assertion is on what each process observed, not on time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
@@ -28,14 +31,15 @@ PYTHON = sys.executable
 IDS = [f"roll-{i:03d}.a" for i in range(200)]
 
 
-def _run(script: str, *args: str, seed: str = "0") -> subprocess.Popen[str]:
+def _run(script: str, *args: str, seed: str = "0", stdin: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONHASHSEED=seed)
-    # Silence the discarded-write warnings: a writer logs thousands of them, and an undrained stderr pipe
+    # Silence the discarded-write warnings: a writer logs hundreds of them, and an undrained stderr pipe
     # would fill and block it. Errors still reach stderr through the traceback.
     code = "import logging; logging.getLogger('capture_ledger').setLevel(logging.ERROR)\n"
     return subprocess.Popen(
         [PYTHON, "-c", code + textwrap.dedent(script), *args],
         env=env,
+        stdin=subprocess.PIPE if stdin else None,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -45,7 +49,7 @@ def _run(script: str, *args: str, seed: str = "0") -> subprocess.Popen[str]:
 def _finish(process: subprocess.Popen[str], timeout: float = 60) -> str:
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
-    return out
+    return out or ""
 
 
 SLOTS = """
@@ -97,82 +101,142 @@ def test_stripe_locks_exclude_processes_and_threads(tmp_path: Path) -> None:
 WRITER = """
 import json, sys, time
 from capture_ledger.impl.store.file_store import FileLineageStore
-directory, writer, stop, ids = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-store = FileLineageStore(directory, stripes=8, cache_rollouts=16)
-acks = []
+from capture_ledger.impl.study.variants import StoreVariant
+directory, writer, variant = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+ordering = StoreVariant(**variant).ordering()
+store = FileLineageStore(directory, stripes=8, cache_rollouts=16, ordering=ordering)
 n = 0
-import os
-while not os.path.exists(stop):
-    rollout_id = ids[n % len(ids)]
-    call = f"{writer}-{n}"
-    before = store.statistics().late_writes_discarded
-    start = time.monotonic()
-    store.record(rollout_id, {"model_call_id": call, "staging_key": f"{rollout_id}/{call}"})
-    end = time.monotonic()
-    if store.statistics().late_writes_discarded == before:
-        acks.append([rollout_id, call, start, end])
-        if len(acks) == 10:
-            open(stop + "." + writer, "w").close()  # ready: the remover waits for every writer
-    n += 1
+for line in sys.stdin:  # one phase per line: {"writes": k, "ids": [...]}; the answer is one line
+    phase = json.loads(line)
+    acks, discarded = [], []
+    for i in range(phase["writes"]):
+        rollout_id = phase["ids"][i % len(phase["ids"])]
+        call = f"{writer}-{n}"
+        n += 1
+        before = store.statistics().late_writes_discarded
+        start = time.monotonic()
+        store.record(rollout_id, {"model_call_id": call, "staging_key": f"{rollout_id}/{call}"})
+        end = time.monotonic()
+        late = store.statistics().late_writes_discarded > before
+        (discarded if late else acks).append([rollout_id, call, start, end])
+    print(json.dumps({"acks": acks, "discarded": discarded}), flush=True)
 store.close()
-print(json.dumps(acks))
 """
 
 REMOVER = """
 import json, os, sys, time
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec.core.errors import RolloutRetiredError
-directory, stop, retired, deleted = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+directory = sys.argv[1]
 store = FileLineageStore(directory, stripes=8)
-violations = []
-writers = json.loads(sys.argv[5])
-while not all(os.path.exists(stop + "." + w) for w in writers):  # every writer has made progress
-    time.sleep(0.01)
-store.retire(retired + deleted)
-retired_at = time.monotonic()
-def watch(ids, seconds):
-    until = time.monotonic() + seconds
-    while time.monotonic() < until:
-        for rollout_id in ids:
-            if os.path.exists(os.path.join(directory, rollout_id + ".lineage.jsonl")):
-                violations.append(["ledger re-created", rollout_id, time.monotonic()])
-            try:
-                store.has_rows(rollout_id)
-                violations.append(["reads as not retired", rollout_id, time.monotonic()])
-            except RolloutRetiredError:
-                pass
-watch(retired + deleted, 0.8)
-delete_started = time.monotonic()
-store.delete(deleted)
-deleted_at = time.monotonic()
-watch(retired, 0.8)
-open(stop, "w").close()
-print(json.dumps({
-    "retired_at": retired_at, "delete_started": delete_started, "deleted_at": deleted_at,
-    "violations": violations,
-}))
+for line in sys.stdin:  # {"do": "retire"/"delete", "ids": [...]}, or {"do": "watch", "rounds": k, ...}
+    phase = json.loads(line)
+    answer = {"invoked": time.monotonic()}
+    if phase["do"] == "retire":
+        store.retire(phase["ids"])
+    elif phase["do"] == "delete":
+        store.delete(phase["ids"])
+    else:
+        checks, violations = 0, []
+        for _ in range(phase["rounds"]):
+            for rollout_id in phase["ids"]:
+                checks += 1
+                if os.path.exists(os.path.join(directory, rollout_id + ".lineage.jsonl")):
+                    violations.append(["ledger re-created", rollout_id])
+                try:
+                    store.has_rows(rollout_id)
+                    violations.append(["reads as not retired", rollout_id])
+                except RolloutRetiredError:
+                    pass
+        answer.update(checks=checks, violations=violations)
+    answer["returned"] = time.monotonic()
+    print(json.dumps(answer), flush=True)
+store.close()
 """
+
+#: Writes per writer per phase, and read rounds of the remover's watches: fixed counts, not time windows.
+WRITES = 60
+ROUNDS = 20
+
+
+def _phase(commands: dict[subprocess.Popen[str], dict[str, object]]) -> dict[subprocess.Popen[str], Any]:
+    """Send each process its command for the phase (all before any answer is read), then collect every
+    answer: the processes run the phase concurrently, and the next phase starts after all of them ended."""
+    for process, command in commands.items():
+        assert process.stdin is not None
+        process.stdin.write(json.dumps(command) + "\n")
+        process.stdin.flush()
+    answers = {}
+    for process in commands:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line, process.stderr.read() if process.stderr else "no answer"
+        answers[process] = json.loads(line)
+    return answers
 
 
 def test_writers_racing_retire_and_delete_never_recreate_a_retired_ledger(tmp_path: Path) -> None:
+    _race(tmp_path, variant={})
+
+
+def test_the_race_catches_writers_without_the_fence_lookup(tmp_path: Path) -> None:
+    """The writers' store skips the write-side fence lookup: a write after the retire re-creates the ledger,
+    and the remover, watching from its own process, sees it."""
+    with pytest.raises(AssertionError, match="R-CONC-2"):
+        _race(tmp_path, variant={"fence_lookup_on_write": False})
+
+
+def _race(tmp_path: Path, *, variant: dict[str, bool]) -> None:
+    """Three writer processes (their store switched by ``variant``, FOR STUDY ONLY) and one remover, moved
+    through five phases together (each process does a fixed number of operations per phase): writes to
+    everything; writes racing the retire; writes to retired IDs while the remover watches them; writes
+    racing the delete; writes after it."""
     directory = tmp_path / "lineage"
-    stop = str(tmp_path / "stop")
     retired, deleted, kept = IDS[0:6], IDS[6:12], IDS[12:18]
-    everything = json.dumps(retired + deleted + kept)
-    writers = [_run(WRITER, str(directory), f"w{n}", stop, everything, seed=str(n)) for n in range(3)]
-    names = json.dumps([f"w{n}" for n in range(3)])
-    remover = _run(REMOVER, str(directory), stop, json.dumps(retired), json.dumps(deleted), names, seed="9")
-    report = json.loads(_finish(remover))
-    acks = [ack for writer in writers for ack in json.loads(_finish(writer))]
-
-    assert report["violations"] == []  # R-CONC-2, seen from another process while writers ran
-    late = [a for a in acks if a[0] in retired and a[2] > report["retired_at"]]
-    late += [
-        a for a in acks if a[0] in deleted and report["retired_at"] < a[2] and a[3] < report["delete_started"]
+    writers = [
+        _run(WRITER, str(directory), f"w{n}", json.dumps(variant), seed=str(n), stdin=True) for n in range(3)
     ]
-    assert late == []  # R-WRITE-4: a write that started after the retire returned was discarded
-    assert len(acks) > 30, "the writers barely ran; the race was not exercised"
+    remover = _run(REMOVER, str(directory), seed="9", stdin=True)
+    everything = retired + deleted + kept
+    writes = {"writes": WRITES, "ids": everything}
+    try:
+        warm = _phase(dict.fromkeys(writers, writes))
+        race = _phase({**dict.fromkeys(writers, writes), remover: {"do": "retire", "ids": retired + deleted}})
+        gone = {"writes": WRITES, "ids": retired + deleted}
+        after = _phase(
+            {**dict.fromkeys(writers, gone), remover: {"do": "watch", "ids": gone["ids"], "rounds": ROUNDS}}
+        )
+        again = {"writes": WRITES, "ids": deleted + kept}
+        race_delete = _phase({**dict.fromkeys(writers, again), remover: {"do": "delete", "ids": deleted}})
+        back = {"writes": WRITES, "ids": deleted + retired}
+        reuse = _phase(
+            {**dict.fromkeys(writers, back), remover: {"do": "watch", "ids": retired, "rounds": ROUNDS}}
+        )
+    finally:
+        for process in [*writers, remover]:
+            _finish(process)  # closes its stdin: the process ends its loop
 
+    # Every process did its fixed share: 3 writers x 5 phases x WRITES writes, two watches of ROUNDS rounds.
+    for phase in (warm, race, after, race_delete, reuse):
+        assert all(len(phase[w]["acks"]) + len(phase[w]["discarded"]) == WRITES for w in writers)
+    assert warm and all(not warm[w]["discarded"] for w in writers)  # nothing was retired yet
+    assert after[remover]["checks"] == ROUNDS * 12 and reuse[remover]["checks"] == ROUNDS * 6
+    # R-CONC-2, seen from another process while writers ran: no retired ledger came back.
+    seen = after[remover]["violations"] + reuse[remover]["violations"]
+    assert seen == [], f"R-CONC-2 broken, seen by the remover: {seen[:3]}"
+    # R-WRITE-4: after the retire returned, every write to its IDs was discarded; while it ran, each write
+    # that started after it returned was.
+    assert all(not after[w]["acks"] and len(after[w]["discarded"]) == WRITES for w in writers)
+    retired_at = race[remover]["returned"]
+    assert [
+        a for w in writers for a in race[w]["acks"] if a[0] in retired + deleted and a[2] > retired_at
+    ] == []
+    # R-DELETE-3: after the delete returned, writes to its IDs are accepted again; retired ones stay gone.
+    assert all(a[0] in deleted for w in writers for a in reuse[w]["acks"])
+    assert all(d[0] in retired for w in writers for d in reuse[w]["discarded"])
+    assert all(len(reuse[w]["acks"]) == WRITES // 2 for w in writers)
+
+    acks = [a for phase in (warm, race, after, race_delete, reuse) for w in writers for a in phase[w]["acks"]]
     fresh = FileLineageStore(directory, stripes=8)
     for rollout_id in retired:
         assert not (directory / f"{rollout_id}.lineage.jsonl").exists()
@@ -183,11 +247,13 @@ def test_writers_racing_retire_and_delete_never_recreate_a_retired_ledger(tmp_pa
         for writer in ("w0", "w1", "w2"):
             acked = [a[1] for a in acks if a[0] == rollout_id and a[1].startswith(writer + "-")]
             assert [c for c in calls if c.startswith(writer + "-")] == acked
-    for rollout_id in deleted:  # R-DELETE-3: re-created after the delete by new writes, and only by them
+    deleted_at = race_delete[remover]["returned"]
+    for rollout_id in deleted:  # re-created after the delete by new writes, and only by them
         present = {r["model_call_id"] for r in fresh.manifest(rollout_id)["records"]}
         mine = [a for a in acks if a[0] == rollout_id]
-        assert present <= {a[1] for a in mine if a[3] > report["retired_at"]}
-        assert {a[1] for a in mine if a[2] > report["deleted_at"]} <= present
+        assert present <= {a[1] for a in mine if a[3] > retired_at}
+        assert {a[1] for a in mine if a[2] > deleted_at} <= present
+        assert {a[1] for w in writers for a in reuse[w]["acks"] if a[0] == rollout_id} <= present
     fresh.close()
 
 

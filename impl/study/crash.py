@@ -26,14 +26,17 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem, lock_file_name
+from capture_ledger.impl.store.lines import LEDGER_SUFFIX
+from capture_ledger.impl.study.bounded import BoundedCaller, Hung, Returned
 from capture_ledger.impl.study.recording import (
     FaultAt,
     Invoke,
@@ -67,10 +70,12 @@ from capture_ledger.spec.crash.durability import (
 )
 
 __all__ = [
+    "READ_BUDGET",
     "CrashViolation",
     "Exploration",
     "FaultAt",
     "Observation",
+    "OpenStore",
     "Pause",
     "Recording",
     "StoreConfig",
@@ -85,16 +90,36 @@ _PROBE_CALL = "crash-probe"
 
 
 # -------------------------------------------------------------------------------------- observation
+#: Opens the store under study on a directory over a given seam (default: ``FileLineageStore`` with the
+#: recording's ``StoreConfig.ordering()``). Any object with ``manifest``, ``admit`` and ``close`` will do.
+OpenStore = Callable[[Path, FileSystem], Any]
+
+#: Seconds one image may take to be read back (files, ``check`` and the store's API) before it counts as
+#: a hang: generous, a healthy read takes about a millisecond.
+READ_BUDGET = 10.0
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """What a fresh store read from one image: per-ID state from the files, API mismatches, check findings."""
+    """What a fresh store read from one image: per-ID state from the files, API mismatches, check findings.
+
+    ``unreadable`` says why the image could not be read at all (the files do not map to states, the store
+    under study raised when opened, or did not answer within the budget); ``states`` is then empty and
+    ``culprit`` names the rollout whose files could not be read, when known.
+    """
 
     states: tuple[tuple[str, RolloutState], ...]
     mismatches: tuple[str, ...]
     findings: tuple[str, ...]
+    unreadable: str | None = None
+    culprit: str | None = None
 
     def state(self, rollout_id: str) -> RolloutState:
-        """The state read from the files for ``rollout_id``."""
+        """The state read from the files for ``rollout_id``.
+
+        Raises:
+            KeyError: the image was ``unreadable``.
+        """
         return dict(self.states)[rollout_id]
 
 
@@ -109,7 +134,7 @@ def _scratch() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _api_mismatch(store: FileLineageStore, rollout_id: str, state: RolloutState) -> str | None:
+def _api_mismatch(store: Any, rollout_id: str, state: RolloutState) -> str | None:
     """Whether the public API reads ``rollout_id`` as the files say (R-STATE-3, R-READ-*, R-ADMIT-2)."""
     try:
         manifest = store.manifest(rollout_id)
@@ -131,7 +156,11 @@ def _api_mismatch(store: FileLineageStore, rollout_id: str, state: RolloutState)
 
 
 def _findings(directory: Path) -> tuple[str, ...]:
-    return tuple(sorted(repr(f) for f in check(directory) if not _allowed_finding(f)))
+    try:
+        found = check(directory)
+    except Exception as error:  # the files are beyond what check can read: report it, do not crash
+        return (f"check raised {type(error).__name__}: {error}",)
+    return tuple(sorted(repr(f) for f in found if not _allowed_finding(f)))
 
 
 def _allowed_finding(finding: Finding) -> bool:
@@ -143,16 +172,82 @@ def _allowed_finding(finding: Finding) -> bool:
 _CRASH_RESIDUE = frozenset({"torn-tail", "interrupted-retire", "empty-ledger"})
 
 
-class _Observer:
-    """Materializes images into one scratch directory and reads them with a fresh store each time."""
+def _default_opener(config: StoreConfig) -> OpenStore:
+    def open_store(directory: Path, fs: FileSystem) -> FileLineageStore:
+        return FileLineageStore(directory, fs=fs, ordering=config.ordering())
 
-    def __init__(self, directory: Path, config: StoreConfig, ids: Sequence[str]) -> None:
-        self.directory = directory
+    return open_store
+
+
+def _culprit(error: Exception, ids: Sequence[str]) -> str | None:
+    """The rollout ID whose ledger ``error`` names, if it is one of ``ids``."""
+    name = getattr(error, "name", None)
+    if isinstance(name, str) and name.endswith(LEDGER_SUFFIX) and name[: -len(LEDGER_SUFFIX)] in ids:
+        return name[: -len(LEDGER_SUFFIX)]
+    return None
+
+
+def _read_image(directory: Path, ids: Sequence[str], stripes: int, open_store: OpenStore) -> Observation:
+    """Read ``ids`` from ``directory``; whatever the store under study raises becomes part of the answer."""
+    fs = OsFileSystem(directory, stripes=stripes)
+    try:
+        try:
+            states = abstract(read_snapshot(fs))
+        except Exception as error:
+            reason = f"the files do not map to states: {type(error).__name__}: {error}"
+            return Observation((), (), _findings(directory), reason, _culprit(error, ids))
+        findings = _findings(directory)
+        try:
+            store = open_store(directory, fs)
+        except Exception as error:
+            reason = f"opening the store raised {type(error).__name__}: {error}"
+            return Observation((), (), findings, reason)
+        mismatches = []
+        for rid in ids:
+            try:
+                mismatches.append(_api_mismatch(store, rid, states.get(rid)))
+            except Exception as error:
+                mismatches.append(f"{rid}: reading it back raised {type(error).__name__}: {error}")
+        try:
+            store.close()
+        except Exception as error:
+            mismatches.append(f"{ids[0]}: closing the store raised {type(error).__name__}: {error}")
+        return Observation(
+            tuple((rid, states.get(rid)) for rid in ids),
+            tuple(m for m in mismatches if m is not None),
+            findings,
+        )
+    finally:
+        fs.close_all()
+
+
+def _hung(budget: float) -> Observation:
+    return Observation((), (), (), f"the store did not answer within {budget:g} s (a hang when reopened)")
+
+
+class _Observer:
+    """Materializes images into a scratch directory and reads each with a fresh store, within a budget.
+
+    After a hang the hung thread keeps its directory: the next image goes to a fresh one.
+    """
+
+    def __init__(
+        self, base: Path, config: StoreConfig, ids: Sequence[str], open_store: OpenStore, budget: float
+    ) -> None:
+        self.base = base
         self.config = config
         self.ids = tuple(ids)
+        self.open_store = open_store
         self.cache: dict[DiskImage, Observation] = {}
         self.locks = {lock_file_name(s) for s in range(config.stripes)}
-        OsFileSystem(directory, stripes=config.stripes).close_all()
+        self.caller = BoundedCaller(budget, name="crash-image-reader")
+        self.directory = self._fresh()
+
+    def _fresh(self) -> Path:
+        directory = self.base / f"image-{self.caller.hangs}"
+        directory.mkdir(exist_ok=True)
+        OsFileSystem(directory, stripes=self.config.stripes).close_all()
+        return directory
 
     def observe(self, image: DiskImage) -> Observation:
         cached = self.cache.get(image)
@@ -164,13 +259,31 @@ class _Observer:
         for name, data in image.files:
             if name not in self.locks:
                 (self.directory / name).write_bytes(data)
-        observation = observe_directory(self.directory, self.ids, config=self.config)
+        directory = self.directory
+        outcome = self.caller.call(
+            lambda: _read_image(directory, self.ids, self.config.stripes, self.open_store)
+        )
+        if isinstance(outcome, Returned):
+            observation = outcome.value
+        elif isinstance(outcome, Hung):
+            observation = _hung(outcome.budget)
+            self.directory = self._fresh()
+        else:  # _read_image catches what the store raises; this is an error of the explorer's own
+            raise outcome.error
         self.cache[image] = observation
         return observation
 
+    def close(self) -> None:
+        self.caller.close()
+
 
 def observe_directory(
-    directory: Path, ids: Sequence[str], *, config: StoreConfig | None = None
+    directory: Path,
+    ids: Sequence[str],
+    *,
+    config: StoreConfig | None = None,
+    open_store: OpenStore | None = None,
+    budget: float = READ_BUDGET,
 ) -> Observation:
     """Read ``ids`` from ``directory`` with a fresh store: from the files, through the API, and ``check``.
 
@@ -178,25 +291,27 @@ def observe_directory(
         directory: a lineage directory (its lock files made with ``config.stripes`` stripes).
         ids: the rollout IDs to read.
         config: the store configuration to read with (default: the production store, 4 stripes).
+        open_store: opens the store under study (default: ``FileLineageStore`` with ``config.ordering()``).
+        budget: seconds the whole read may take before it counts as a hang.
 
     Returns:
-        The state of each ID read from the files, API reads that disagree with them (R-STATE-3), and
-        the ``check`` findings that a crash may not leave (R-STORE-8).
+        The state of each ID read from the files, API reads that disagree with them or raised (R-STATE-3),
+        and the ``check`` findings that a crash may not leave (R-STORE-8); or, when the directory cannot
+        be read at all or the store hangs, an ``Observation`` whose ``unreadable`` says why. Nothing the
+        store under study does is raised from here.
     """
     config = config or StoreConfig()
-    fs = OsFileSystem(directory, stripes=config.stripes)
+    opener = open_store or _default_opener(config)
+    caller = BoundedCaller(budget, name="crash-directory-reader")
     try:
-        states = abstract(read_snapshot(fs))
-        store = FileLineageStore(directory, fs=fs, variant=config.variant)
-        mismatches = [_api_mismatch(store, rid, states.get(rid)) for rid in ids]
-        store.close()
+        outcome = caller.call(lambda: _read_image(directory, ids, config.stripes, opener))
     finally:
-        fs.close_all()
-    return Observation(
-        tuple((rid, states.get(rid)) for rid in ids),
-        tuple(m for m in mismatches if m is not None),
-        _findings(directory),
-    )
+        caller.close()
+    if isinstance(outcome, Returned):
+        return outcome.value
+    if isinstance(outcome, Hung):
+        return _hung(outcome.budget)
+    raise outcome.error
 
 
 # ---------------------------------------------------------------------------------------- judgement
@@ -308,6 +423,39 @@ def _show(data: bytes) -> str:
     return f"{lines} line(s)" + (f" + torn tail {tail!r}" if torn else "")
 
 
+def _judge(
+    observation: Observation,
+    rid: str,
+    ids: Sequence[str],
+    spans: Sequence[Span],
+    allowed: frozenset[RolloutState],
+) -> tuple[str, tuple[str, ...]]:
+    """What was read for ``rid`` and the clauses it breaks (none: the image keeps the contract for it).
+
+    An unreadable image breaks R-STATE-3 (the abstraction is total: every image a crash may leave maps to
+    a state) once, for the rollout whose files could not be read (the first ID when unknown); findings
+    ``check`` reports beyond crash residue break R-STORE-8, also once per image.
+    """
+    first = rid == ids[0]
+    if observation.unreadable is not None:
+        if rid != (observation.culprit or ids[0]):
+            return "", ()
+        stray = ("R-STORE-8",) if observation.findings else ()
+        return f"unreadable: {observation.unreadable}", ("R-STATE-3", *stray)
+    state = observation.state(rid)
+    observed = repr(state)
+    problems: tuple[str, ...] = ()
+    if state not in allowed:
+        problems = broken_clauses(spans, rid, state)
+    api = [m.removeprefix(f"{rid}: ") for m in observation.mismatches if m.startswith(f"{rid}:")]
+    if api:
+        problems = (*problems, "R-STATE-3")
+        observed = f"{observed}; through the API: {'; '.join(api)}"
+    if observation.findings and first:
+        problems = (*problems, "R-STORE-8")
+    return observed, problems
+
+
 def _crash_points(trace: Sequence[TraceEvent]) -> list[int]:
     """Trace positions just before each effect, and the end."""
     points = [i for i, e in enumerate(trace) if not isinstance(e, Invoke | Return)]
@@ -323,6 +471,8 @@ def explore(
     scratch: Path | None = None,
     observer_cache: dict[DiskImage, Observation] | None = None,
     keep: int = 1,
+    open_store: OpenStore | None = None,
+    read_budget: float = READ_BUDGET,
 ) -> Exploration:
     """Judge every image ``model`` allows at every crash point of ``recording`` (R-CRASH-1..4).
 
@@ -334,15 +484,20 @@ def explore(
         scratch: the directory images are materialized in (default: a fresh one, removed after).
         observer_cache: observations by image, shared between calls on the same recording and config.
         keep: how many shortest counterexamples to keep per clause.
+        open_store: opens the store that reads each image back (default: ``FileLineageStore`` with the
+            recording's ordering); whatever it raises, or a hang past ``read_budget``, is judged, not raised.
+        read_budget: seconds one image may take to be read back before it counts as a hang.
 
     Returns:
-        The exploration's figures and counterexamples.
+        The exploration's figures and counterexamples; an image that cannot be read back is a violation
+        of R-STATE-3 whose ``observed`` says why (docs/verdicts.md).
     """
     chosen = MODELS[model] if isinstance(model, str) else model
     started = time.perf_counter()
     ids = recording.workload.ids()
     with _scratch() if scratch is None else _nullcontext(scratch) as directory:
-        observer = _Observer(directory, recording.config, ids)
+        opener = open_store or _default_opener(recording.config)
+        observer = _Observer(directory, recording.config, ids, opener, read_budget)
         if observer_cache is not None:
             observer.cache = observer_cache
         distinct_before = len(observer.cache)
@@ -372,14 +527,7 @@ def explore(
                 images += 1
                 observation = observer.observe(image)
                 for rid in ids:
-                    state = observation.state(rid)
-                    problems: tuple[str, ...] = ()
-                    if state not in allowed[rid]:
-                        problems = broken_clauses(spans, rid, state)
-                    if any(m.startswith(f"{rid}:") for m in observation.mismatches):
-                        problems = (*problems, "R-STATE-3")
-                    if observation.findings and rid == ids[0]:
-                        problems = (*problems, "R-STORE-8")
+                    observed, problems = _judge(observation, rid, ids, spans, allowed[rid])
                     if not problems:
                         continue
                     violations += 1
@@ -393,7 +541,7 @@ def explore(
                         pending=tuple(repr(s.op) for s in spans if not s.returned),
                         image=tuple((n, _show(d)) for n, d in image.files if not n.startswith(".")),
                         rollout_id=rid,
-                        observed=repr(state),
+                        observed=observed,
                         allowed=tuple(sorted(repr(a) for a in allowed[rid])),
                         clauses=problems,
                     )
@@ -402,6 +550,7 @@ def explore(
                         kept.append(violation)
                         kept.sort(key=CrashViolation.size)
                         del kept[keep:]
+        observer.close()
         seconds = time.perf_counter() - started
         examples = tuple(v for clause in sorted(best) for v in best[clause])
         return Exploration(

@@ -6,7 +6,7 @@ store operations in threads, one thread per handle, each handle's seam wrapped i
 decides who runs next (the mechanism is ``scheduling``'s; this module runs and judges scenarios).
 
 Each run yields the trace of ``(thread, seam call, result)``, the history of store operations on a
-logical clock (``histories.HistoryRecorder``), read-backs of every rollout ID on every handle and on a
+logical clock (``spec.kit.recorder.HistoryRecorder``), read-backs of every rollout ID on every handle and on a
 fresh one after the threads finish, and the verdict of ``spec.linearizability.check_history`` (whose
 model gives retire two linearization points per ID, fence and completion, as R-STORE-4 does).
 
@@ -20,24 +20,33 @@ untried thread); ``find_counterexample`` deepens the bound until a run fails. Th
 ``scenarios.SCENARIOS``; ``capture-ledger interleave [--ablate]`` (``interleave_cli``) prints the
 schedules explored and each guard-removed ``StoreVariant``'s counterexample.
 
+Whatever the store under test does, a run ends in a ``Run`` (docs/verdicts.md): an exception no operation
+may raise is a failure of the run naming the thread and the exception; a thread that makes no seam call
+for ``timeout`` seconds (a hang, or a wait on a lock outside the seam), a deadlock on seam locks, a
+schedule the store does not replay, and an exception or hang while opening handles, running the setup or
+reading back (those run unscheduled, each within ``timeout``) stop the run, and ``Run.stopped`` says why.
+
 Not guaranteed: schedules of code that does not go through the seam (the store's pure Python between two
 seam calls runs atomically here), coverage of more preemptions than the bound, or crash behaviour (that
-is ``crash``'s job). A store that blocks on anything but a seam lock stalls a run until ``timeout``.
+is ``crash``'s job). A thread that hung is left behind (Python cannot stop a thread); its next seam call,
+if it ever makes one, ends it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.store.lines import fence_name, ledger_name
-from capture_ledger.impl.study.histories import HistoryRecorder
+from capture_ledger.impl.study.bounded import BoundedCaller, Hung, Returned
+from capture_ledger.impl.study.invariants import conc2_failure, conc3_failure
 from capture_ledger.impl.study.scheduling import (
     ChoiceSchedule,
     Controller,
@@ -45,7 +54,6 @@ from capture_ledger.impl.study.scheduling import (
     Schedule,
     SchedulerError,
     SchedulingFileSystem,
-    SeamCall,
     ThreadSchedule,
     TraceStep,
     default_choice,
@@ -53,27 +61,28 @@ from capture_ledger.impl.study.scheduling import (
 )
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import CheckResult, Ok, check_history
-from capture_ledger.spec.core.model import Delete, Operation, ReadManifest, Retire
-from capture_ledger.spec.core.model import Ok as ResultOk
+from capture_ledger.spec.core.model import Operation, ReadManifest
+from capture_ledger.spec.kit.recorder import HistoryRecorder
 
-# The scheduling names are re-exported: a caller builds schedules and reads traces from here.
+# Schedules are built from here too: the two kinds are re-exported.
 __all__ = [
+    "SCHEDULED_THREAD",
+    "UNSCHEDULED_THREAD",
     "ChoiceSchedule",
-    "Decision",
     "Exploration",
     "OpenHandle",
     "Run",
     "Scenario",
-    "Schedule",
-    "SchedulerError",
-    "SchedulingFileSystem",
-    "SeamCall",
     "ThreadSchedule",
-    "TraceStep",
     "explore",
     "find_counterexample",
     "run_schedule",
 ]
+
+#: Scheduled thread ``i`` is named ``SCHEDULED_THREAD + str(i)``; setup, read-backs and opening handles run
+#: on a thread named ``UNSCHEDULED_THREAD`` (each call within the run's ``timeout``).
+SCHEDULED_THREAD = "interleave-T"
+UNSCHEDULED_THREAD = "interleave-unscheduled"
 
 #: Opens one handle of the store under test on ``directory`` with the given (wrapped) seam.
 OpenHandle = Callable[[Path, FileSystem], Any]
@@ -107,11 +116,12 @@ class Run:
     history: tuple[Event, ...]
     verdict: CheckResult
     invariant_failures: tuple[str, ...] = ()
+    stopped: str | None = None
 
     @property
     def ok(self) -> bool:
-        """Linearizable and no invariant failed."""
-        return isinstance(self.verdict, Ok) and not self.invariant_failures
+        """Ran to the end, linearizable, and no invariant failed."""
+        return self.stopped is None and isinstance(self.verdict, Ok) and not self.invariant_failures
 
     @property
     def preemptions(self) -> int:
@@ -144,91 +154,47 @@ class Run:
         ]
         lines += [f"{n:3d}. {step}" for n, step in enumerate(self.trace, 1)]
         lines += [f"invariant: {failure}" for failure in self.invariant_failures]
+        if self.stopped is not None:
+            lines.append(f"stopped: {self.stopped}")
         lines.append(f"verdict: {self.verdict!r}")
         return "\n".join(lines)
 
 
-def _conc2(trace: Sequence[TraceStep], fs: FileSystem) -> str | None:
-    """R-CONC-2: no ledger exists while its ID must be Retired.
+class _StopError(Exception):
+    """The run cannot go on; ``str`` is why, ``hung`` whether a call was left running."""
 
-    An ID must be Retired once a retire of it has returned, unless some delete of it may take effect
-    after that retire: one not yet returned when the retire was invoked (concurrent, or later).
-    """
-    invoked: dict[int, int] = {}  # thread -> position of its current operation's invocation
-    retires: list[tuple[int, Retire]] = []  # (position of the invocation, operation) of returned retires
-    deletes: list[tuple[int, int | None, Delete]] = []  # (invocation, return or None, operation)
-    for position, step in enumerate(trace):
-        op = step.call.args[0] if step.call.args else None
-        if step.call.name == "invoke":
-            invoked[step.thread] = position
-            if isinstance(op, Delete):
-                deletes.append((position, None, op))
-        elif step.call.name == "return" and isinstance(op, Delete):
-            start = invoked[step.thread]
-            deletes = [(i, position if i == start else r, d) for i, r, d in deletes]
-        elif (
-            step.call.name == "return" and isinstance(op, Retire) and isinstance(step.call.args[1], ResultOk)
-        ):
-            retires.append((invoked[step.thread], op))
-    for start, retire in retires:
-        for rollout_id in _ids(retire):
-            if any(rollout_id in _ids(d) and (r is None or r > start) for _, r, d in deletes):
-                continue
-            if fs.stat(ledger_name(rollout_id)) is not None:
-                return f"R-CONC-2: {ledger_name(rollout_id)} exists after retire([{rollout_id!r}]) returned"
-    return None
+    def __init__(self, reason: str, *, hung: bool = False) -> None:
+        super().__init__(reason)
+        self.hung = hung
 
 
-def _ids(op: Retire | Delete) -> list[str]:
-    ids = op.rollout_ids
-    return [str(rid) for rid in ids] if isinstance(ids, list | tuple) else []
+class _InFlight:
+    """A recorder's journal that remembers calls invoked and not yet returned (a hung thread's call)."""
+
+    def __init__(self) -> None:
+        self.calls: dict[tuple[int, float], Event] = {}
+
+    def __call__(self, event: Event) -> None:
+        if event.returned is None:
+            self.calls[event.client, event.invoked] = event
+        else:
+            self.calls.pop((event.client, event.invoked), None)
+
+    def history(self, recorder: HistoryRecorder) -> tuple[Event, ...]:
+        """The recorder's events and, as unreturned events, the calls still in flight."""
+        events = recorder.events
+        ended = {(e.client, e.invoked) for e in events}
+        return tuple([*events, *(e for key, e in self.calls.items() if key not in ended)])
 
 
-def _conc3(trace: Sequence[TraceStep]) -> str | None:
-    """R-CONC-3: a write that started after a delete of its ID returned is never removed by a retire that
-    fenced the ID before that delete started.
-
-    "Started" is read as "ran its phase 1 for the ID" (``create_file`` of the fence): a retire invoked
-    earlier whose phase 1 comes after the delete and the write may linearize after the write and remove it.
-    Read off the trace: R fenced, then D invoked and returned, then a write W invoked that wrote the
-    ledger; R's own ``unlink`` of that ledger afterwards, with no other unlink of it in between.
-    """
-    spans: dict[int, tuple[int, Operation]] = {}  # thread -> (invocation position, operation) now
-    ops: list[tuple[int, int, int, Operation]] = []  # (thread, invoked, returned, operation)
-    for position, step in enumerate(trace):
-        if step.call.name == "invoke":
-            spans[step.thread] = (position, step.call.args[0])  # type: ignore[assignment]
-        elif step.call.name == "return":
-            start, op = spans[step.thread]
-            ops.append((step.thread, start, position, op))
-
-    def steps(name: str, file: str) -> list[tuple[int, int]]:
-        return [
-            (p, s.thread)
-            for p, s in enumerate(trace)
-            if s.call.name == name and s.call.args and s.call.args[0] == file and s.result is not False
-        ]
-
-    for r_thread, r_start, r_end, retire in ops:
-        if not isinstance(retire, Retire):
-            continue
-        for rollout_id in _ids(retire):
-            ledger = ledger_name(rollout_id)
-            fenced = [p for p, t in steps("create_file", fence_name(rollout_id)) if t == r_thread]
-            fenced = [p for p in fenced if r_start < p < r_end]
-            if not fenced:
-                continue
-            for _, d_start, d_end, delete in ops:
-                if not (isinstance(delete, Delete) and rollout_id in _ids(delete) and d_start > fenced[0]):
-                    continue
-                for w_at, w_thread in steps("write", ledger):
-                    began = [s for t, s, e, _ in ops if t == w_thread and s < w_at < e]
-                    if not began or began[0] < d_end:
-                        continue
-                    later = [t for u, t in steps("unlink", ledger) if u > w_at]
-                    if later and later[0] == r_thread:
-                        return f"R-CONC-3: retire of {rollout_id!r} removed a write made after a later delete"
-    return None
+def _unscheduled(caller: BoundedCaller, what: str, call: Callable[[], Any]) -> Any:
+    """Run ``call`` outside the schedule within the caller's budget; anything else stops the run."""
+    outcome = caller.call(call)
+    if isinstance(outcome, Returned):
+        return outcome.value
+    if isinstance(outcome, Hung):
+        raise _StopError(f"{what} did not return within {outcome.budget:g} s", hung=True)
+    raise _StopError(f"{what} raised {outcome.describe()}")
 
 
 def run_schedule(
@@ -248,55 +214,109 @@ def run_schedule(
         open_handle: opens one handle on a directory over a given seam (e.g. a store variant).
         base_dir: where the run's temporary directory goes (removed afterwards).
         stripes: lock stripes of each handle's ``OsFileSystem``.
-        timeout: seconds a running thread may take to reach its next seam call.
+        timeout: seconds a running thread may take to reach its next seam call, and an unscheduled call
+            (opening a handle, a setup operation, a read-back) to return.
 
     Returns:
-        The run: decisions, trace, history and verdict.
-
-    Raises:
-        SchedulerError: a deadlock, a stalled thread, or a replayed choice that is not enabled.
+        The run: decisions, trace, history and verdict; ``stopped`` when it could not finish (a hang, a
+        deadlock, a choice the store did not replay, a failure outside the schedule). Nothing the store
+        under test does is raised from here.
     """
     handles_needed = max(len(scenario.threads), 1 + max((h for h, _ in scenario.setup), default=0))
     directory = Path(tempfile.mkdtemp(prefix="interleave-", dir=base_dir))
     controller = Controller(len(scenario.threads), schedule, timeout=timeout)
-    recorder = HistoryRecorder(clock=controller.clock)
+    in_flight = _InFlight()
+    recorder = HistoryRecorder(clock=controller.clock, journal=in_flight)
     inner = [OsFileSystem(directory, stripes=stripes) for _ in range(handles_needed + 1)]
+    caller = BoundedCaller(timeout, name=UNSCHEDULED_THREAD)
+    failures: list[str] = []
+    stopped: str | None = None
     try:
-        handles = [open_handle(directory, SchedulingFileSystem(fs, controller)) for fs in inner[:-1]]
-        for handle, op in scenario.setup:
-            recorder.call(handle, handles[handle], op)
-        threads = [
-            threading.Thread(target=worker, args=(controller, tid, handles[tid], ops, recorder), daemon=True)
-            for tid, ops in enumerate(scenario.threads)
-        ]
-        for thread in threads:
-            thread.start()
         try:
-            controller.run(lambda: _conc2(controller.trace, inner[0]))
-        except BaseException:
-            controller.abort()
-            raise
-        finally:
-            for thread in threads:
-                thread.join(timeout)
-        # Read-backs after the end: every handle (a stale cache shows here, R-STORE-7) and a fresh one.
-        fresh = open_handle(directory, inner[-1])
-        for number, handle in enumerate([*handles, fresh]):
-            for rollout_id in scenario.rollout_ids:
-                recorder.call(number, handle, ReadManifest(rollout_id))
-        history = tuple(recorder.events)
+            handles = _unscheduled(
+                caller,
+                "opening the handles",
+                lambda: [open_handle(directory, SchedulingFileSystem(fs, controller)) for fs in inner[:-1]],
+            )
+            for handle, op in scenario.setup:
+                _unscheduled(
+                    caller,
+                    f"setup {op!r} on handle {handle}",
+                    partial(recorder.call, handle, handles[handle], op),
+                )
+            _run_threads(controller, scenario, handles, recorder, inner[0])
+            # Read-backs after the end: every handle (a stale cache shows here, R-STORE-7) and a fresh one.
+            fresh = _unscheduled(caller, "opening a fresh handle", lambda: open_handle(directory, inner[-1]))
+            for number, handle in enumerate([*handles, fresh]):
+                for rollout_id in scenario.rollout_ids:
+                    try:
+                        _unscheduled(
+                            caller,
+                            f"reading {rollout_id!r} back on handle {number}",
+                            partial(recorder.call, number, handle, ReadManifest(rollout_id)),
+                        )
+                    except _StopError as failure:
+                        if failure.hung:
+                            raise
+                        failures.append(str(failure))
+        except _StopError as stop:
+            stopped = str(stop)
+        history = in_flight.history(recorder)
+        trace = tuple(controller.trace)
         return Run(
             scenario=scenario.name,
             decisions=tuple(controller.decisions),
-            trace=tuple(controller.trace),
+            trace=trace,
             history=history,
             verdict=check_history(history),
-            invariant_failures=tuple([*controller.errors, *filter(None, [_conc3(controller.trace)])]),
+            invariant_failures=tuple([*controller.errors, *filter(None, [conc3_failure(trace)]), *failures]),
+            stopped=stopped,
         )
     finally:
-        for fs in inner:
-            fs.close_all()
+        caller.close()
+        if not caller.hangs:  # an unscheduled call left running goes straight to these: leave them open
+            for fs in inner:
+                fs.close_all()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_threads(
+    controller: Controller,
+    scenario: Scenario,
+    handles: Sequence[Any],
+    recorder: HistoryRecorder,
+    fs: FileSystem,
+) -> None:
+    """Run the scenario's threads under the controller; a scheduling failure stops the run.
+
+    Raises:
+        _StopError: a thread ran ``timeout`` seconds without a seam call, a deadlock, or a choice not enabled.
+    """
+    threads = [
+        threading.Thread(
+            target=worker,
+            args=(controller, tid, handles[tid], ops, recorder),
+            name=f"{SCHEDULED_THREAD}{tid}",
+            daemon=True,
+        )
+        for tid, ops in enumerate(scenario.threads)
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        controller.run(lambda: conc2_failure(controller.trace, fs))
+    except SchedulerError as error:
+        stuck = set(controller.running)  # threads that never reached their next seam call
+        controller.abort()
+        for tid, thread in enumerate(threads):
+            if tid not in stuck:
+                thread.join(controller.timeout)
+        raise _StopError(str(error)) from None
+    except BaseException:
+        controller.abort()
+        raise
+    for thread in threads:
+        thread.join(controller.timeout)
 
 
 @dataclass(slots=True)
@@ -318,6 +338,21 @@ class Exploration:
     max_decisions: int
 
 
+def _replay_failure(stack: Sequence[_Node], run: Run) -> str | None:
+    """Why ``run`` did not replay the prefix ``stack`` chose (``None``: it did).
+
+    A deterministic store meets the same enabled threads at every decision of a replayed prefix, and gets
+    at least as far as the run that made the prefix did.
+    """
+    replayed = [d.enabled for d in run.decisions[: len(stack)]]
+    if replayed == [n.decision.enabled for n in stack]:
+        return None
+    return (
+        f"the store did not replay the prefix {len(stack)} choices long (a nondeterministic store cannot be "
+        f"explored){'; ' + run.stopped if run.stopped else ''}"
+    )
+
+
 def explore(
     scenario: Scenario,
     *,
@@ -326,6 +361,7 @@ def explore(
     max_runs: int = 10_000,
     stop_at_first: bool = True,
     base_dir: str | Path | None = None,
+    timeout: float = 30.0,
 ) -> Exploration:
     """Run every schedule of ``scenario`` with at most ``preemption_bound`` preemptions.
 
@@ -336,12 +372,12 @@ def explore(
         max_runs: stop after this many runs (``exhausted`` is then ``False``).
         stop_at_first: stop at the first failing run.
         base_dir: where the runs' temporary directories go.
+        timeout: each run's budget for a thread between seam calls and for each unscheduled call.
 
     Returns:
-        The number of runs, whether the bounded space was exhausted, and the failing runs.
-
-    Raises:
-        SchedulerError: a run could not be scheduled or the store did not replay a prefix the same way.
+        The number of runs, whether the bounded space was exhausted, and the failing runs. A store that
+        does not replay a prefix the same way (so no schedule can be replayed) ends the exploration with
+        that run as a failure whose ``stopped`` says so; nothing the store does is raised from here.
     """
     stack: list[_Node] = []
     failures: list[Run] = []
@@ -353,14 +389,14 @@ def explore(
             ThreadSchedule(tuple(n.chosen for n in stack)),
             open_handle=open_handle,
             base_dir=base_dir,
+            timeout=timeout,
         )
         runs += 1
         max_decisions = max(max_decisions, len(run.decisions))
-        replayed = [d.enabled for d in run.decisions[: len(stack)]]
-        if replayed != [n.decision.enabled for n in stack]:
-            raise SchedulerError(
-                f"{scenario.name}: the store did not replay the prefix {len(stack)} choices long"
-            )
+        replay = _replay_failure(stack, run)
+        if replay is not None:
+            failures.append(dataclasses.replace(run, stopped=replay))
+            return Exploration(scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions)
         stack.extend(_Node(d, d.chosen, {d.chosen}) for d in run.decisions[len(stack) :])
         if not run.ok:
             failures.append(run)
@@ -393,6 +429,7 @@ def find_counterexample(
     open_handle: OpenHandle,
     max_preemptions: int = 2,
     base_dir: str | Path | None = None,
+    timeout: float = 30.0,
 ) -> tuple[Run | None, int]:
     """The first failing run with the fewest preemptions (iterative deepening over ``explore``).
 
@@ -402,7 +439,9 @@ def find_counterexample(
     """
     total = 0
     for bound in range(max_preemptions + 1):
-        found = explore(scenario, open_handle=open_handle, preemption_bound=bound, base_dir=base_dir)
+        found = explore(
+            scenario, open_handle=open_handle, preemption_bound=bound, base_dir=base_dir, timeout=timeout
+        )
         total += found.runs
         if found.failures:
             return found.failures[0], total

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem
-from capture_ledger.impl.study.histories import HistoryRecorder
 from capture_ledger.spec.core.model import Operation
+from capture_ledger.spec.kit.recorder import HistoryRecorder
 
 __all__ = [
     "ChoiceSchedule",
