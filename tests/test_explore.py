@@ -1,20 +1,18 @@
-"""Tests of the explorer's output and of ``capture-ledger explore`` / ``check-history`` (impl/cli/explore.py).
+"""Tests of the explorer's output and of ``capture-ledger explore`` (impl/cli/explore.py).
 
 What they prove: a counterexample prints as a numbered step trace that starts from the empty directory;
 the history the explorer judges realises the execution's real-time order; the CLI reports states and
-verdicts, prints the ablation table and the manifest's JSON, and ``check-history`` exits 0, 1 or 2 for a
-linearizable, non-linearizable or undecided (or unreadable) history.
+verdicts, and prints the ablation table and the manifest's JSON. ``check-history`` is tested in
+tests/test_history_cli.py.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, explore, history_of, replay
-from capture_ledger.spec.concurrency.history import Event, event_to_json
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
 from capture_ledger.spec.concurrency.programs import successor
 from capture_ledger.spec.concurrency.steps import Guards, initial_state
@@ -89,28 +87,3 @@ def test_explore_cli_prints_the_ablation_table_and_json(capsys: pytest.CaptureFi
         "property": "linearizability",
         "steps": 22,
     }
-
-
-def _write(path: Path, events: list[Event]) -> Path:
-    path.write_text("".join(event_to_json(e) + "\n" for e in events), encoding="utf-8")
-    return path
-
-
-def test_check_history_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    row = {"model_call_id": "m1"}
-    good = [
-        Event(0, model.Record("a", row), 0, 1, model.Ok(None)),
-        Event(1, model.HasRows("a"), 2, 3, model.Ok(True)),
-    ]
-    assert main(["check-history", str(_write(tmp_path / "good.jsonl", good))]) == 0
-    assert "Ok()" in capsys.readouterr().out
-    bad = [*good, Event(1, model.HasRows("a"), 4, 5, model.Ok(False))]
-    assert main(["check-history", str(_write(tmp_path / "bad.jsonl", bad))]) == 1
-    assert "Violation(rollout_id='a'" in capsys.readouterr().out
-    busy = [Event(n, model.Record("a", {"model_call_id": f"m{n}"}), 0, 9, model.Ok(None)) for n in range(6)]
-    busy.append(Event(9, model.ReadManifest("a"), 10, 11, model.Ok(model.ManifestValue())))
-    assert main(["check-history", "--budget", "5", str(_write(tmp_path / "busy.jsonl", busy))]) == 2
-    assert "Unknown(spent=5)" in capsys.readouterr().out
-    (tmp_path / "junk.jsonl").write_text("not json\n", encoding="utf-8")
-    assert main(["check-history", str(tmp_path / "junk.jsonl")]) == 2
-    assert "error:" in capsys.readouterr().err

@@ -163,14 +163,20 @@ def test_concurrent_model_histories_are_linearizable(ops: list[model.Operation],
     assert check_history(_concurrent(ops, seed)) == Ok()
 
 
-def _other_result(result: model.Result) -> model.Result:
+FORGED = model.ManifestValue((canonical_json({"model_call_id": "forged"}),))
+
+
+def _other_result(op: model.Operation, result: model.Result) -> model.Result:
+    """A result of the right type for ``op`` that differs from ``result`` (so the search must judge it)."""
+    if isinstance(op, HasRows):
+        return OK(not result.value) if isinstance(result, model.Ok) else OK(False)
+    if isinstance(op, ReadManifest):
+        return OK(FORGED)  # a row no call wrote
+    if isinstance(op, Admit):
+        return OK("forged/key") if isinstance(result, model.Ok) else OK(None)
     if isinstance(result, model.Err):
-        return OK(None)
-    if result.value is True or result.value is False:
-        return OK(not result.value)
-    if isinstance(result.value, Removal):
-        return model.Err(model.ErrorKind.ROLLOUT_RETIRED)
-    return OK("not what the model says")
+        return OK(None) if isinstance(op, Record | RecordFailure) else OK(Removal((), ()))
+    return model.Err(model.ErrorKind.ROLLOUT_RETIRED)
 
 
 @given(st.lists(_ops(["a", "b"]), min_size=1, max_size=20), st.data())
@@ -182,7 +188,7 @@ def test_a_wrong_result_in_a_sequential_history_is_caught_with_a_minimal_witness
     index = data.draw(st.integers(0, len(events) - 1))
     original = events[index].result
     assert original is not None
-    events[index] = dataclasses.replace(events[index], result=_other_result(original))
+    events[index] = dataclasses.replace(events[index], result=_other_result(events[index].op, original))
     verdict = check_history(events)
     assert isinstance(verdict, Violation), verdict
     # The witness is a sub-history, non-linearizable, with a culprit whose removal makes it linearizable;
@@ -315,20 +321,52 @@ def test_validation_results_and_malformed_removals_are_judged_alone() -> None:
     assert isinstance(check_history([raised]), Violation)
 
 
-def test_malformed_histories_are_refused() -> None:
-    with pytest.raises(ValueError, match="before it was invoked"):
-        check_history([Event(0, HasRows("a"), 2, 1, OK(False))])
-    with pytest.raises(ValueError, match="no return time"):
-        check_history([Event(0, HasRows("a"), 2, None, OK(False))])
+@pytest.mark.parametrize(
+    ("event", "problem"),
+    [
+        (Event(0, HasRows("a"), 2, 1, OK(False)), "returned before it was invoked"),
+        (Event(0, HasRows("a"), 2, None, OK(False)), "has a result but no return time"),
+        (Event(0, HasRows("a"), float("nan"), 3, OK(False)), "must be finite numbers"),
+        (Event(0, HasRows("a"), 0, float("inf"), OK(False)), "must be finite numbers"),
+        (Event(0, HasRows("a"), "0", 1, OK(False)), "must be finite numbers"),  # type: ignore[arg-type]
+        (Event(0, "has_rows a", 0, 1, OK(False)), "is not an operation"),  # type: ignore[arg-type]
+        (Event(0, HasRows("a"), 0, 1, {"ok": False}), "neither Ok nor Err"),  # type: ignore[arg-type]
+        (Event(0, HasRows("a"), 0, 1, model.Err("gone")), "names no ErrorKind"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_malformed_history_is_refused_naming_the_event(event: Event, problem: str) -> None:
+    # Not a recording of calls, so nothing to judge (R-KIT-9): a ValueError naming the event, before any
+    # verdict on the well-formed events around it (the violation first in the list is not reported).
+    wrong = Event(0, HasRows("b"), 0, 1, OK(True))
+    with pytest.raises(ValueError, match=f"event 1 is malformed: .*{problem}"):
+        check_history([wrong, event])
 
 
-def test_the_budget_yields_unknown() -> None:
-    # Many concurrent writes: a search that must try orders.
+@pytest.mark.parametrize(
+    ("op", "value", "said"),
+    [
+        (HasRows("a"), 0, "returned 0, not a bool"),
+        (Admit("a", "m1"), 7, "returned 7, not a staging key or None"),
+        (Record("a", ROW), "done", "returned 'done', not None (a write returns None)"),
+        (ReadManifest("a"), [], "returned [], not a manifest"),
+    ],
+)
+def test_a_result_of_the_wrong_type_is_a_violation_of_its_own(
+    op: model.Operation, value: object, said: str
+) -> None:
+    event = Event(0, op, 0, 1, OK(value))
+    verdict = check_history([event])
+    assert isinstance(verdict, Violation)
+    assert verdict.rollout_id is None and verdict.witness == (event,)
+    assert said in verdict.explanation
+
+
+def test_the_budget_yields_unknown_with_the_budget_spent() -> None:
+    # Many concurrent writes: a search that must try orders (R-KIT-9).
     events = [Event(n, Record("a", {"model_call_id": f"m{n}"}), 0, 100, OK(None)) for n in range(12)]
     events.append(Event(99, ReadManifest("a"), 101, 102, OK(model.ManifestValue(()))))
-    verdict = check_history(events, budget=50)
-    assert isinstance(verdict, Unknown)
-    assert verdict.spent == 50
+    for budget in (1, 50, 500):
+        assert check_history(events, budget=budget) == Unknown(budget)
     assert isinstance(check_history(events[:4] + events[-1:]), Violation)
 
 

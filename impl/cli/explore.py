@@ -1,15 +1,14 @@
-"""``capture-ledger explore`` and ``capture-ledger check-history`` (R-CONC-1..3).
+"""``capture-ledger explore``: the exhaustive explorer of the step-level model (R-CONC-1..3).
 
 ``explore [--config NAME] [--ablate] [--json]`` runs the exhaustive explorer of the step-level model
-(``spec.explore``) over the pinned configurations: states explored, complete executions, time, and any
-counterexample as a numbered step trace. With ``--ablate`` it also switches each guard off in turn and prints
-the ablation table (guard x configuration -> the violated property and the counterexample's length, or "-"
-for no violation). ``--json`` prints the manifest format of ``spec/manifest.json`` (no times, so the
-output is reproducible). Exit code 0 when every configuration with every guard on is free of violations.
+(``spec/concurrency/explore.py``) over the pinned configurations: states explored, complete executions,
+time, and any counterexample as a numbered step trace. With ``--ablate`` it also switches each guard off
+in turn and prints the ablation table (guard x configuration -> the violated property and the
+counterexample's length, or "-" for no violation). ``--json`` prints the manifest format of
+``spec/concurrency/manifest.json`` (no times, so the output is reproducible). Exit code 0 when every
+configuration with every guard on is free of violations.
 
-``check-history FILE [--budget N]`` judges a JSON-lines history (``spec.history.event_from_json``) with the
-linearizability checker and prints ``Ok``, the ``Violation`` with its witness, or ``Unknown``; exit code 0, 1
-or 2. A file that is not such a history also exits with 2, after an ``error:`` line on standard error.
+Recorded histories are judged by ``capture-ledger check-history`` (``impl/cli/history.py``).
 
 Not guaranteed: the human-readable wording; ``--json`` output is stable.
 """
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from typing import Any
 
@@ -29,8 +27,6 @@ from capture_ledger.spec.concurrency.explore import (
     explore,
     manifest_data,
 )
-from capture_ledger.spec.concurrency.history import event_from_json
-from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history
 from capture_ledger.spec.concurrency.steps import GUARD_NAMES
 
 __all__ = ["format_ablation", "register"]
@@ -44,7 +40,7 @@ _SHORT = {
 
 
 def register(subparsers: Any) -> None:
-    """Add ``explore`` and ``check-history`` to the ``capture-ledger`` parser."""
+    """Add ``explore`` to the ``capture-ledger`` parser."""
     parser = subparsers.add_parser(
         "explore",
         help="exhaustively explore interleavings of the step-level model",
@@ -54,16 +50,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--ablate", action="store_true", help="also switch each guard off in turn")
     parser.add_argument("--json", action="store_true", help="print the manifest format as JSON")
     parser.set_defaults(handler=_explore)
-
-    checker = subparsers.add_parser(
-        "check-history",
-        help="judge a recorded JSON-lines history for linearizability",
-        description="Exit 0 if linearizable, 1 if not (with a minimal witness), 2 if undecided "
-        "or unreadable.",
-    )
-    checker.add_argument("file", help="JSON-lines history, one event per line")
-    checker.add_argument("--budget", type=int, default=None, help="at most this many search steps")
-    checker.set_defaults(handler=_check_history)
 
 
 def _describe(run: Exploration) -> str:
@@ -139,20 +125,3 @@ def _explore(args: argparse.Namespace) -> int:
                 print(shortest.counterexample)
     print(f"time: {time.perf_counter() - began:.2f} s")
     return 0 if ok else 1
-
-
-def _check_history(args: argparse.Namespace) -> int:
-    try:
-        with open(args.file, encoding="utf-8") as handle:
-            events = [event_from_json(line) for line in handle if line.strip()]
-        verdict = check_history(events, budget=args.budget)
-    except (OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"{len(events)} events: {verdict!r}")
-    if isinstance(verdict, Ok):
-        return 0
-    if isinstance(verdict, Violation):
-        return 1
-    assert isinstance(verdict, Unknown)
-    return 2

@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capture_ledger.impl.cli.crash",
     "capture_ledger.impl.cli.interleave",
     "capture_ledger.impl.cli.explore",
+    "capture_ledger.impl.cli.history",
 )
 
 

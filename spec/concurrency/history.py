@@ -17,6 +17,7 @@ Not guaranteed: that two clients' clocks agree unless they read one system-wide 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,7 +85,7 @@ def observe(op: Operation, outcome: object) -> Result:
 
     Raises:
         ValueError: an exception the spec never allows for any operation (not ``TypeError``/``ValueError``
-            or a ledger error), or a return value of the wrong shape.
+            or a ledger error), or a manifest or removal of the wrong shape.
     """
     if isinstance(outcome, BaseException):
         kind = ErrorKind.of(outcome)
@@ -93,14 +94,23 @@ def observe(op: Operation, outcome: object) -> Result:
         return Err(kind)
     if isinstance(op, Record | RecordFailure | Admit | HasRows):
         return Ok(outcome)
-    if isinstance(op, ReadManifest):
-        if not isinstance(outcome, dict):
-            raise ValueError(f"{op!r} returned {outcome!r}, not a manifest")
-        return Ok(manifest_value_of(outcome))
-    if isinstance(op, Retire | Delete):
-        if not isinstance(outcome, dict):
-            raise ValueError(f"{op!r} returned {outcome!r}, not a RolloutRemoval")
-        return Ok(Removal(tuple(outcome["removed"]), tuple(outcome["absent"])))
+    try:
+        if isinstance(op, ReadManifest):
+            if not isinstance(outcome, dict):
+                raise TypeError("not a dict")
+            return Ok(manifest_value_of(outcome))
+        if isinstance(op, Retire | Delete):
+            if not isinstance(outcome, dict):
+                raise TypeError("not a dict")
+            removed, absent = outcome["removed"], outcome["absent"]
+            if not all(isinstance(i, str) for i in (*removed, *absent)):
+                raise TypeError("an ID that is not a string")
+            return Ok(Removal(tuple(removed), tuple(absent)))
+    except (KeyError, TypeError, ValueError) as error:
+        what = "a manifest" if isinstance(op, ReadManifest) else "a RolloutRemoval"
+        raise ValueError(
+            f"{op!r} returned {outcome!r}, not {what} ({type(error).__name__}: {error})"
+        ) from None
     raise ValueError(f"unknown operation {op!r}")
 
 
@@ -151,8 +161,13 @@ def _result_to_json(result: Result | None) -> Any:
 def _result_from_json(op: Operation, data: Any) -> Result | None:
     if data is None:
         return None
+    if not isinstance(data, dict) or len(data) != 1 or not ({"ok", "error"} & set(data)):
+        raise ValueError('a result is {"ok": value} or {"error": kind}')
     if "error" in data:
-        return Err(ErrorKind[data["error"]])
+        kind = data["error"]
+        if kind not in ErrorKind.__members__:
+            raise ValueError(f"unknown error {kind!r}; the errors are {', '.join(ErrorKind.__members__)}")
+        return Err(ErrorKind[kind])
     value = data["ok"]
     if isinstance(op, ReadManifest):
         return observe(
@@ -183,22 +198,55 @@ def event_to_json(event: Event) -> str:
     )
 
 
+def _time(data: dict[str, Any], key: str) -> float:
+    value = data.get(key)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"{key!r} must be a finite number, not {value!r}")
+    return float(value)
+
+
 def event_from_json(line: str) -> Event:
     """Parse one JSON line written by ``event_to_json`` (or by another recorder in the same format).
 
     Raises:
-        ValueError: the line is not such an event (``KeyError`` and ``TypeError`` are turned into it).
+        ValueError: the line is not such an event; the message says why: not a JSON object (a torn line,
+            say), an unknown operation, arguments that do not fit it, a client that is not an integer, a
+            time that is not a finite number, a return before the invocation, a result without a return
+            time, or a result that does not fit the operation (R-KIT-9).
     """
     try:
+        return _parse(line)
+    except ValueError as error:
+        raise ValueError(f"not a history event: {error}") from None
+
+
+def _parse(line: str) -> Event:
+    try:
         data = json.loads(line)
-        cls = _OPS[data["op"]]
-        op = cls(**data["args"])
-        return Event(
-            client=int(data["client"]),
-            op=op,
-            invoked=float(data["invoked"]),
-            returned=None if data.get("returned") is None else float(data["returned"]),
-            result=_result_from_json(op, data.get("result")),
-        )
-    except (KeyError, TypeError, AttributeError) as error:
-        raise ValueError(f"not a history event: {line!r} ({error})") from error
+    except ValueError as error:  # json.JSONDecodeError, or a number too large
+        raise ValueError(f"not JSON ({error}), perhaps torn: {line[:120]!r}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object: {line[:120]!r}")
+    name = data.get("op")
+    cls = _OPS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"unknown operation {name!r}; the operations are {', '.join(_OPS)}")
+    args = data.get("args")
+    fields = list(cls.__dataclass_fields__)
+    if not isinstance(args, dict) or sorted(args) != sorted(fields):
+        raise ValueError(f"{name} takes the arguments {fields}, not {args!r}")
+    op = cls(**args)
+    client = data.get("client")
+    if type(client) is not int:
+        raise ValueError(f"'client' must be an integer, not {client!r}")
+    invoked = _time(data, "invoked")
+    returned = None if data.get("returned") is None else _time(data, "returned")
+    if returned is not None and returned < invoked:
+        raise ValueError(f"it returned ({returned}) before it was invoked ({invoked})")
+    if returned is None and data.get("result") is not None:
+        raise ValueError("it has a result but no return time")
+    try:
+        result = _result_from_json(op, data.get("result"))
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(f"result {data.get('result')!r} does not fit {op!r}: {error}") from None
+    return Event(client=client, op=op, invoked=invoked, returned=returned, result=result)

@@ -10,8 +10,13 @@ How (porcupine's design, after Wing & Gong and Lowe):
   per-ID linearizable and *not atomic across IDs* (R-CONC-1): a batch becomes one sub-operation per ID of
   its (de-duplicated) batch, whose result is whether that ID was ``removed`` or ``absent``. IDs never
   interact in the model, so the history is linearizable exactly when every partition is.
+* **Well-formed first.** A history whose events are not recordings of calls (a time that is not a finite
+  number, a return before the invocation, a result that is neither ``Ok`` nor ``Err``) is refused with a
+  ``ValueError`` naming the event (R-KIT-9): there is nothing to judge.
 * **Validation first.** A call rejected by validation (invalid ID, row, batch; R-BATCH-2) does not depend
-  on the state and changed nothing: it is judged on its own and leaves every partition.
+  on the state and changed nothing: it is judged on its own and leaves every partition. So is a result
+  that no state explains: a value of the wrong type (``has_rows`` returning ``1``), or a removal that is not
+  its batch split; each is a ``Violation`` of its own (``rollout_id=None``).
 * **Search per partition**: the call and return entries in one doubly linked list sorted by time (a call
   before a return at the same instant, so touching calls count as concurrent); a depth-first search
   linearizes a pending call whose model result matches the observed one, backtracks at a return whose call
@@ -27,8 +32,8 @@ How (porcupine's design, after Wing & Gong and Lowe):
   a violation of its own, as a ``retire`` reporting ``removed`` with no write before it).
 
 Not guaranteed: a result within any time bound (the problem is NP-complete; a ``budget`` of search steps
-bounds the work and yields ``Unknown``); a globally minimal witness; judging clocks that the clients did
-not share (``history`` says which clocks are fit).
+bounds the work and yields ``Unknown(spent)``, R-KIT-9); a globally minimal witness; judging clocks that
+the clients did not share (``history`` says which clocks are fit).
 """
 
 from __future__ import annotations
@@ -41,12 +46,18 @@ from typing import NamedTuple
 from capture_ledger.spec.concurrency.history import Event, results_match
 from capture_ledger.spec.core.model import (
     ABSENT,
+    Admit,
     Delete,
     Discarded,
     Err,
     ErrorKind,
+    HasRows,
     Live,
+    ManifestValue,
     Operation,
+    ReadManifest,
+    Record,
+    RecordFailure,
     Removal,
     Result,
     Retire,
@@ -184,25 +195,68 @@ def _prepare(op: Operation) -> Err | list[str]:
     return probe if isinstance(probe, Err) else ids  # from Absent, only validation fails
 
 
+_OPERATIONS = (Record, RecordFailure, Admit, ReadManifest, HasRows, Retire, Delete)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _malformed(event: object) -> str | None:
+    """Why ``event`` is not an observation of a call at all (R-KIT-9), or ``None``."""
+    if not isinstance(event, Event):
+        return f"{event!r} is not an Event"
+    if not isinstance(event.op, _OPERATIONS):
+        return f"{event.op!r} is not an operation"
+    if not _finite(event.invoked) or not (event.returned is None or _finite(event.returned)):
+        return f"its times must be finite numbers: invoked={event.invoked!r}, returned={event.returned!r}"
+    if event.returned is not None and event.returned < event.invoked:
+        return f"it returned before it was invoked: {event!r}"
+    if event.returned is None and event.result is not None:
+        return f"it has a result but no return time: {event!r}"
+    result = event.result
+    if result is not None and not isinstance(result, _ModelOk | Err):
+        return f"its result {result!r} is neither Ok nor Err"
+    if isinstance(result, Err) and not isinstance(result.kind, ErrorKind):
+        return f"its result {result!r} names no ErrorKind"
+    return None
+
+
+def _value_shape_error(op: Operation, value: object) -> str | None:
+    """Why a returned value cannot be ``op``'s whatever the state, or ``None`` (R-KIT-9)."""
+    if isinstance(op, Record | RecordFailure):
+        fits, what = value is None or isinstance(value, Discarded), "None (a write returns None)"
+    elif isinstance(op, Admit):
+        fits, what = value is None or isinstance(value, str), "a staging key or None"
+    elif isinstance(op, HasRows):
+        fits, what = isinstance(value, bool), "a bool"
+    else:
+        fits, what = isinstance(value, ManifestValue), "a manifest"
+    return None if fits else f"{op!r} returned {value!r}, not {what}"
+
+
 def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], Violation | None]:
-    """Split a history into per-ID sub-operations (R-CONC-1) and judge validation-only results.
+    """Split a history into per-ID sub-operations (R-CONC-1) and judge the results no state can explain.
 
     Args:
         events: the history.
 
     Returns:
         The sub-operations of each rollout ID, in event order, and a ``Violation`` if some event's result
-        is wrong whatever the state (a validation result, or a removal that is not its batch split).
+        is wrong whatever the state (a validation result, a value of the wrong type, or a removal that is
+        not its batch split).
 
     Raises:
-        ValueError: an event returned before it was invoked, or has a result but no return time.
+        ValueError: a malformed event (R-KIT-9): not an ``Event`` of an operation value, a time that is
+            not a finite number, a return before the invocation, a result without a return time, or a
+            result that is neither ``Ok`` nor ``Err``. The message names the event's index.
     """
+    for index, event in enumerate(events):
+        problem = _malformed(event)
+        if problem is not None:
+            raise ValueError(f"event {index} is malformed: {problem}")
     parts: dict[str, list[SubOperation]] = {}
     for index, event in enumerate(events):
-        if event.returned is not None and event.returned < event.invoked:
-            raise ValueError(f"event {index} returned before it was invoked: {event!r}")
-        if event.returned is None and event.result is not None:
-            raise ValueError(f"event {index} has a result but no return time: {event!r}")
         returned = math.inf if event.returned is None else event.returned
         op, result = event.op, event.result
         prepared = _prepare(op)
@@ -242,8 +296,12 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                     apply = _rollout_apply(op, rollout_id)
                     part.append(SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op))
             continue
-        if isinstance(result, _ModelOk) and isinstance(result.value, Discarded):
-            result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
+        if isinstance(result, _ModelOk):
+            shape = _value_shape_error(op, result.value)
+            if shape is not None:
+                return parts, Violation(None, (event,), shape)
+            if isinstance(result.value, Discarded):
+                result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
         sub = SubOperation(index, ids[0], event.invoked, returned, _rollout_apply(op, ids[0]), result, op)
         parts.setdefault(ids[0], []).append(sub)
     return parts, None
@@ -395,16 +453,18 @@ def _shrink(ops: list[SubOperation], budget: _Budget) -> list[SubOperation]:
     culprit, rest = groups[-1], groups[:-1]
     # Cut chunks, then single events, keeping the culprit essential: the rest without it stays
     # linearizable, so what is left explains why the culprit's result is impossible.
+    # Single events are cut until a whole pass cuts none: an event needed only by one cut later (a read
+    # of its row) goes in the next pass.
     chunk = max(1, len(rest) // 2)
     while not budget.exhausted():
-        start = 0
+        start, cut = 0, False
         while start < len(rest) and not budget.exhausted():
             candidate = rest[:start] + rest[start + chunk :]
             if _fails([*candidate, culprit], budget) and not _fails(candidate, budget):
-                rest = candidate  # keep the cut; try the same position again
+                rest, cut = candidate, True  # keep the cut; try the same position again
             else:
                 start += chunk
-        if chunk == 1:
+        if chunk == 1 and not cut:
             break
         chunk = max(1, chunk // 2)
     rest = [*rest, culprit]
@@ -425,8 +485,8 @@ def check_history(events: Sequence[Event], *, budget: int | None = None) -> Chec
         state); or ``Unknown(spent)`` when the budget ran out before a verdict.
 
     Raises:
-        ValueError: a malformed history (an event returned before it was invoked, or has a result but no
-            return time).
+        ValueError: a malformed history (``partition`` says which event and why, R-KIT-9): not a
+            recording of calls, so not a history to judge.
     """
     parts, invalid = partition(events)
     if invalid is not None:
