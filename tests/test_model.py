@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
@@ -39,7 +40,7 @@ from capture_ledger.spec.core.model import (
     Retire,
     step,
 )
-from capture_ledger.spec.kit.strategies import INVALID_ROLLOUT_IDS, INVALID_ROWS, rollout_ids
+from capture_ledger.spec.kit.strategies import INVALID_ROLLOUT_IDS, INVALID_ROWS, json_values, rollout_ids
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -54,6 +55,11 @@ def run(*ops: Operation, state: LedgerState | None = None) -> tuple[LedgerState,
 
 
 ROW = {"model_call_id": "m0", "staging_key": "s0"}
+
+
+@given(json_values())
+def test_generated_json_values_are_json_documents(value: object) -> None:
+    assert json.loads(json.dumps(value, allow_nan=False)) == value
 
 
 @given(rollout_ids())

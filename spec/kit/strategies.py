@@ -1,9 +1,14 @@
-"""Hypothesis strategies for rollout IDs, rows and batches (used by the conformance kit and the fuzzers).
+"""Hypothesis strategies for rollout IDs, rows, batches and JSON values (used by the conformance kit and
+the fuzzers; R-ID-1..2, R-WRITE-1).
 
 Choices are ordered from simplest to most complex, because Hypothesis shrinks toward earlier choices
 (the ShardStore paper's lesson): a counterexample then names ``'a'`` rather than a 200-character ID.
 Invalid inputs are fixed lists of the cases SPEC.md names, each with a valid-Python ``repr`` except the
-non-finite floats, which print as ``nan`` and ``inf``.
+non-finite floats, which print as ``nan`` and ``inf``. ``json_values`` draws any JSON document, for
+fuzzing bodies that must be refused.
+
+Not guaranteed: the order or the distribution of examples (a test must not depend on which example comes
+when; tests/test_http_fuzz.py aims its own meta-test for that reason).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ __all__ = [
     "ID_OTHER_CHARACTERS",
     "INVALID_ROLLOUT_IDS",
     "INVALID_ROWS",
+    "invalid_rollout_id_strings",
     "invalid_rollout_ids",
     "invalid_rows",
+    "json_values",
     "model_call_ids",
     "rollout_ids",
     "rows",
@@ -79,6 +86,24 @@ def rollout_ids() -> st.SearchStrategy[str]:
 def invalid_rollout_ids() -> st.SearchStrategy[object]:
     """Values that are not valid rollout IDs."""
     return st.sampled_from(INVALID_ROLLOUT_IDS)
+
+
+def invalid_rollout_id_strings() -> st.SearchStrategy[str]:
+    """The strings among ``INVALID_ROLLOUT_IDS`` (R-ID-1), for where only a string fits: a URL path."""
+    return st.sampled_from([i for i in INVALID_ROLLOUT_IDS if isinstance(i, str)])
+
+
+def json_values(*, max_leaves: int = 6, infinities: bool = False) -> st.SearchStrategy[Any]:
+    """Any JSON document: ``null``, booleans, integers, finite floats, short strings, and lists and objects
+    of them, at most ``max_leaves`` scalars in all; with ``infinities``, also the floats that
+    ``json.dumps`` writes as the non-JSON ``Infinity`` and ``-Infinity`` (for bodies a server must refuse)."""
+    floats = st.floats(allow_nan=False, allow_infinity=infinities)
+    scalars = st.none() | st.booleans() | st.integers() | floats
+    return st.recursive(
+        scalars | st.text(max_size=6),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+        max_leaves=max_leaves,
+    )
 
 
 def model_call_ids() -> st.SearchStrategy[str]:
