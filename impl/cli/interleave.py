@@ -1,12 +1,13 @@
 """``capture-ledger interleave``: explore the interleaving scenarios on the real file store (R-CONC-1..3).
 
-``interleave [--scenario NAME]... [--bound N]`` runs ``interleave.explore`` over every schedule of each
-chosen scenario (``scenarios.SCENARIOS``; default all) with at most N preemptions (default 2) on the
-production store, and prints per scenario the schedules explored, whether the bounded space was
-exhausted, the most decisions in one run, the failing runs and the time. ``--ablate`` also switches each
-guard of ``scenarios.GUARDS`` off in turn and prints the first counterexample found with the fewest
-preemptions (``--verbose``: its whole trace). ``--dir`` puts the run directories there. Exit code 0 when
-the production store passed every schedule and every guard-removed variant was caught, 1 otherwise.
+``interleave [--scenario NAME]... [--bound N] [--slow]`` runs ``interleave.explore`` over every schedule of
+each chosen scenario (``scenarios.SCENARIOS``; default all but ``scenarios.SLOW``, the explorer's slow
+configurations, which ``--slow`` adds) with at most N preemptions (default 2) on the production store, and
+prints per scenario the schedules explored, whether the bounded space was exhausted, the most decisions in
+one run, the failing runs and the time. ``--ablate`` also switches each guard of ``scenarios.GUARDS`` off
+in turn and prints the first counterexample found with the fewest preemptions (``--verbose``: its whole
+trace). ``--dir`` puts the run directories there. Exit code 0 when the production store passed every
+schedule and every guard-removed variant was caught, 1 otherwise.
 
 Not guaranteed: the wording of the output, or its times (wall clock).
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.study.interleave import explore, find_counterexample
-from capture_ledger.impl.study.scenarios import GUARDS, SCENARIOS, store_opener
+from capture_ledger.impl.study.scenarios import GUARDS, SCENARIOS, SLOW, store_opener
 from capture_ledger.impl.study.variants import StoreVariant
 
 __all__ = ["register", "run_cli"]
@@ -38,6 +39,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS), help="a scenario")
     parser.add_argument("--bound", type=int, default=2, help="most preemptions per schedule (default 2)")
     parser.add_argument(
+        "--slow", action="store_true", help="also the scenarios of the explorer's slow configurations"
+    )
+    parser.add_argument(
         "--ablate", action="store_true", help="also find each guard-removed variant's counterexample"
     )
     parser.add_argument("--verbose", action="store_true", help="print every counterexample trace")
@@ -55,7 +59,7 @@ def run_cli(args: Any) -> int:
         0 when the production store passed every schedule (and every variant was caught), else 1.
     """
     logging.getLogger("capture_ledger").setLevel(logging.ERROR)  # discarded late writes are expected here
-    names = args.scenario or sorted(SCENARIOS)
+    names = args.scenario or sorted(name for name in SCENARIOS if args.slow or name not in SLOW)
     code = 0
     for name in names:
         started = time.monotonic()

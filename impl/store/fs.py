@@ -216,7 +216,10 @@ class OsFileSystem:
             return None
 
     def write(self, fd: int, data: bytes) -> None:
-        view = memoryview(data)
+        written = os.write(fd, data)
+        if written == len(data):
+            return  # the usual case: one call wrote it all, no view to slice
+        view = memoryview(data)[written:]
         while view:
             written = os.write(fd, view)
             view = view[written:]
