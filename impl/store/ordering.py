@@ -203,19 +203,19 @@ class Ordering:
         if not batch:
             return RemovalOutcome([], [])
         had_rows: dict[str, bool] = {}
-        had_file: list[str] = []
+        had_file: list[tuple[str, RolloutSlot]] = []
         written = 0
         for rollout_id in batch:  # phase 1
-            with stripe_lock(fs, rollouts.slot(rollout_id)[0]):
+            slot = rollouts.slot(rollout_id)
+            with stripe_lock(fs, slot[0]):
                 rows, exists = rollouts.probe(rollout_id)
                 written += self.fence(fs, rollout_id)
             had_rows[rollout_id] = rows
             if exists:
-                had_file.append(rollout_id)
+                had_file.append((rollout_id, slot))
         self.sync_fences(fs, written)
         unlinked = 0
-        for rollout_id in had_file:  # phase 2
-            slot = rollouts.slot(rollout_id)
+        for rollout_id, slot in had_file:  # phase 2
             with stripe_lock(fs, slot[0]):
                 # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
                 if self.fence_still_there(fs, rollout_id):
