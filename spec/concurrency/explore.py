@@ -76,156 +76,120 @@ DEADLOCK = "deadlock"
 PROPERTIES = (LINEARIZABILITY, RETIRED_STAYS_RETIRED, WRITE_AFTER_DELETE_SURVIVES, DEADLOCK)
 
 
-def _setup(*calls: RecordCall, handle: int = 0) -> Client:
-    return Client(handle, calls)
+def _race(
+    name: str,
+    description: str,
+    *clients: Client,
+    ids: tuple[str, ...] = ("a",),
+    handles: int = 2,
+    stripes: tuple[int, ...] = (),
+    setup_handle: int = 0,
+) -> Config:
+    """``clients`` racing on ``ids``, each of which a setup client on ``setup_handle`` first made Live
+    with the row ``m1``."""
+    setup = tuple(Client(setup_handle, (RecordCall(i, "m1"),)) for i in ids)
+    return Config(
+        name=name,
+        description=description,
+        ids=ids,
+        setup=len(ids),
+        handles=handles,
+        stripes=stripes,
+        clients=(*setup, *clients),
+    )
 
 
 def _configs() -> dict[str, Config]:
     a, b = "a", "b"
-    m1 = RecordCall(a, "m1")
     configs = [
-        Config(
-            name="retire-vs-late-write",
-            description="a retire of a live rollout against one late write on another handle",
-            ids=(a,),
-            setup=1,
-            clients=(_setup(m1), Client(0, (RetireCall((a,)),)), Client(1, (RecordCall(a, "m2"),))),
+        _race(
+            "retire-vs-late-write",
+            "a retire of a live rollout against one late write on another handle",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RecordCall(a, "m2"),)),
         ),
-        Config(
-            name="retire-vs-two-late-writes",
-            description="a retire against two late writes, each on its own handle",
-            ids=(a,),
-            setup=1,
+        _race(
+            "retire-vs-two-late-writes",
+            "a retire against two late writes, each on its own handle",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RecordCall(a, "m2"),)),
+            Client(2, (RecordCall(a, "m3"),)),
             handles=3,
-            clients=(
-                _setup(m1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (RecordCall(a, "m2"),)),
-                Client(2, (RecordCall(a, "m3"),)),
-            ),
         ),
-        Config(
-            name="retire-vs-delete-reuse",
-            description="a retire against a delete of the same ID and a write that re-uses it",
-            ids=(a,),
-            setup=1,
-            clients=(
-                _setup(m1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (DeleteCall((a,)), RecordCall(a, "m2"))),
-            ),
+        _race(
+            "retire-vs-delete-reuse",
+            "a retire against a delete of the same ID and a write that re-uses it",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (DeleteCall((a,)), RecordCall(a, "m2"))),
         ),
-        Config(
-            name="two-retires-vs-write",
-            description="two retires of one ID on two handles against a late write on a third",
-            ids=(a,),
-            setup=1,
+        _race(
+            "two-retires-vs-write",
+            "two retires of one ID on two handles against a late write on a third",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (RecordCall(a, "m2"),)),
             handles=3,
-            clients=(
-                _setup(m1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (RetireCall((a,)),)),
-                Client(2, (RecordCall(a, "m2"),)),
-            ),
         ),
-        Config(
-            name="delete-vs-write",
-            description="a delete against a write and a read on a handle that has the ledger cached",
-            ids=(a,),
-            setup=1,
-            clients=(
-                _setup(m1),
-                Client(1, (DeleteCall((a,)),)),
-                Client(0, (RecordCall(a, "m2"), ManifestCall(a))),
-            ),
+        _race(
+            "delete-vs-write",
+            "a delete against a write and a read on a handle that has the ledger cached",
+            Client(1, (DeleteCall((a,)),)),
+            Client(0, (RecordCall(a, "m2"), ManifestCall(a))),
         ),
-        Config(
-            name="admit-vs-retire",
-            description="admission and a read against a retire",
-            ids=(a,),
-            setup=1,
-            clients=(
-                _setup(m1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (AdmitCall(a, "m2"), ManifestCall(a))),
-            ),
+        _race(
+            "admit-vs-retire",
+            "admission and a read against a retire",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (AdmitCall(a, "m2"), ManifestCall(a))),
         ),
-        Config(
-            name="retire-vs-write-and-read",
-            description="a retire against a late write and a read on a handle that has the ledger cached",
-            ids=(a,),
-            setup=1,
-            clients=(
-                _setup(m1, handle=1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (RecordCall(a, "m2"), ManifestCall(a))),
-            ),
+        _race(
+            "retire-vs-write-and-read",
+            "a retire against a late write and a read on a handle that has the ledger cached",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RecordCall(a, "m2"), ManifestCall(a))),
+            setup_handle=1,
         ),
-        Config(
-            name="retire-batch-vs-writes",
-            description="a retire of two IDs against a late write to each, on another handle",
+        _race(
+            "retire-batch-vs-writes",
+            "a retire of two IDs against a late write to each, on another handle",
+            Client(0, (RetireCall((a, b)),)),
+            Client(1, (RecordCall(b, "m2"), RecordCall(a, "m2"))),
             ids=(a, b),
-            setup=2,
-            clients=(
-                _setup(m1),
-                _setup(RecordCall(b, "m1")),
-                Client(0, (RetireCall((a, b)),)),
-                Client(1, (RecordCall(b, "m2"), RecordCall(a, "m2"))),
-            ),
         ),
-        Config(
-            name="retire-batch-shared-stripe",
-            description="two IDs on one lock stripe: a retire of both against a delete and re-use of one",
+        _race(
+            "retire-batch-shared-stripe",
+            "two IDs on one lock stripe: a retire of both against a delete and re-use of one",
+            Client(0, (RetireCall((a, b)),)),
+            Client(1, (DeleteCall((b,)), RecordCall(b, "m2"))),
             ids=(a, b),
             stripes=(0, 0),
-            setup=2,
-            clients=(
-                _setup(m1),
-                _setup(RecordCall(b, "m1")),
-                Client(0, (RetireCall((a, b)),)),
-                Client(1, (DeleteCall((b,)), RecordCall(b, "m2"))),
-            ),
         ),
-        Config(
-            name="retire-vs-delete-vs-reads",
-            description="a retire and a delete of one ID against reads and an admission on a third handle",
-            ids=(a,),
-            setup=1,
+        _race(
+            "retire-vs-delete-vs-reads",
+            "a retire and a delete of one ID against reads and an admission on a third handle",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (DeleteCall((a,)),)),
+            Client(2, (ManifestCall(a), AdmitCall(a, "m2"), ManifestCall(a))),
             handles=3,
-            clients=(
-                _setup(m1),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (DeleteCall((a,)),)),
-                Client(2, (ManifestCall(a), AdmitCall(a, "m2"), ManifestCall(a))),
-            ),
         ),
         # Larger: explored by the slow tests and `capture-ledger explore`.
-        Config(
-            name="two-retires-vs-delete-reuse-read",
-            description="two retires against a delete, a re-use and a read, on three handles",
-            ids=(a,),
-            setup=1,
+        _race(
+            "two-retires-vs-delete-reuse-read",
+            "two retires against a delete, a re-use and a read, on three handles",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (DeleteCall((a,)), RecordCall(a, "m2"), ManifestCall(a))),
             handles=3,
-            clients=(
-                _setup(m1, handle=2),
-                Client(0, (RetireCall((a,)),)),
-                Client(1, (RetireCall((a,)),)),
-                Client(2, (DeleteCall((a,)), RecordCall(a, "m2"), ManifestCall(a))),
-            ),
+            setup_handle=2,
         ),
-        Config(
-            name="retire-batch-vs-three-writers",
-            description="a retire of two IDs against late writes to both and an admission, on three handles",
+        _race(
+            "retire-batch-vs-three-writers",
+            "a retire of two IDs against late writes to both and an admission, on three handles",
+            Client(0, (RetireCall((a, b)),)),
+            Client(1, (RecordCall(a, "m2"), ManifestCall(a))),
+            Client(2, (RecordCall(b, "m2"), AdmitCall(b, "m3"))),
             ids=(a, b),
-            setup=2,
             handles=3,
-            clients=(
-                _setup(m1),
-                _setup(RecordCall(b, "m1")),
-                Client(0, (RetireCall((a, b)),)),
-                Client(1, (RecordCall(a, "m2"), ManifestCall(a))),
-                Client(2, (RecordCall(b, "m2"), AdmitCall(b, "m3"))),
-            ),
         ),
     ]
     return {c.name: c for c in configs}

@@ -65,6 +65,14 @@ def successor(config: Config, guards: Guards, state: State, client: int) -> tupl
     return None if text is None else s.build(text)
 
 
+def _lock(s: Stepper, rid: str, then: str) -> str | None:
+    """Take ``rid``'s lock stripe and go to ``then``; ``None`` (blocked) while another client holds it."""
+    if not s.lock(rid):
+        return None
+    s.go(then)
+    return f"lock stripe of {rid}"
+
+
 def _manifest(rows: tuple[Row, ...]) -> model.Result:
     return model.Ok(model.ManifestValue(tuple(canonical_json({"model_call_id": r.call}) for r in rows)))
 
@@ -100,10 +108,7 @@ def _read(s: Stepper, call: ManifestCall) -> str | None:
             s.finish(result)
 
     if pc == "start" and locked:
-        if not s.lock(rid):
-            return None
-        s.go("read")
-        return f"lock stripe of {rid}"
+        return _lock(s, rid, "read")
     if pc in ("start", "read"):
         view = s.look_up(rid)
         if view is not None and view.rows:
@@ -125,10 +130,7 @@ def _read(s: Stepper, call: ManifestCall) -> str | None:
 def _record(s: Stepper, call: RecordCall) -> str | None:
     rid, pc = call.rollout_id, s.local.pc
     if pc == "start":
-        if not s.lock(rid):
-            return None
-        s.go("read")
-        return f"lock stripe of {rid}"
+        return _lock(s, rid, "read")
     if pc == "read":
         view = s.look_up(rid)
         rows = view.rows if view is not None else ()
@@ -194,10 +196,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
     first = ids  # phase 1 visits every ID; phase 2 those that had a ledger (fence first) or all
     second = local.had if fence_first else ids
     if pc in ("start", "p1.lock"):
-        if not s.lock(ids[local.index]):
-            return None
-        s.go("p1.ledger")
-        return f"lock stripe of {ids[local.index]}"
+        return _lock(s, ids[local.index], "p1.ledger")
     rid = first[local.index] if pc.startswith("p1") else (second[local.index] if second else "")
     if pc == "p1.ledger":
         present = s.ledger(rid) is not None
@@ -235,10 +234,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
             _end_retire(s, call)
         return "fsync directory"
     if pc == "p2.lock":
-        if not s.lock(rid):
-            return None
-        s.go("p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
-        return f"lock stripe of {rid}"
+        return _lock(s, rid, "p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
     if pc == "p2.check":
         if not fence_first:
             if s.fence(rid):
@@ -283,10 +279,7 @@ def _delete(s: Stepper, call: DeleteCall) -> str | None:
         return "fsync directory"
     rid = ids[local.index]
     if pc in ("start", "lock"):
-        if not s.lock(rid):
-            return None
-        s.go("ledger")
-        return f"lock stripe of {rid}"
+        return _lock(s, rid, "ledger")
     if pc == "ledger":
         gone = s.unlink_ledger(rid)
         s.go("fence", had=(*local.had, rid) if gone else local.had)
