@@ -118,6 +118,8 @@ def test_the_contracts_hold_on_every_input_of_their_pools() -> None:
             checked += _holds(contracts.validate_batch, {"picks": picks, "as_tuple": as_tuple})
     for row, failure in itertools.product(range(4), (False, True)):
         checked += _holds(contracts.write_to_retired, {"row": row, "failure": failure})
+    for k, choice in itertools.product(range(4), range(5 * 12)):
+        checked += _holds(contracts.rollout_validation_is_stateless, {"k": k, "choice": choice})
     for size in range(4):
         for rows in itertools.product(range(3), repeat=size):
             for fences in itertools.product((False, True), repeat=size):

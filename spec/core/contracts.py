@@ -1,11 +1,11 @@
 """CrossHair contracts on the pure functions of the spec (SPEC.md §IDs, §Batches, §Operations, R-STATE-3).
 
 Each function below calls one pure function of the spec — ``validate_rollout_id``, ``validate_rollout_ids``,
-``step`` for retire, delete, writes and every operation, ``abstract`` — on inputs CrossHair makes
-symbolic, and states the requirement as PEP 316 ``pre:`` / ``post:`` lines in its docstring. The default
-``crosshair check capture_ledger.spec.core.contracts`` reads that syntax (``tools/crosshair-check`` bounds its
-time); an exception that a contract does not declare is a counterexample too, so every contract also
-checks that the function it calls is total on its domain.
+``step`` for retire, delete, writes and every operation, ``step_rollout`` for one rollout's validation,
+``abstract`` — on inputs CrossHair makes symbolic, and states the requirement as PEP 316 ``pre:`` /
+``post:`` lines in its docstring. The default ``crosshair check capture_ledger.spec.core.contracts`` reads
+that syntax (``tools/crosshair-check`` bounds its time); an exception that a contract does not declare is a
+counterexample too, so every contract also checks that the function it calls is total on its domain.
 
 Inputs are kept small so that the analysis finishes in seconds. States, batches and rows are chosen by
 symbolic integers taken modulo the size of a small pool (three valid IDs and one invalid one; Absent, Live,
@@ -49,6 +49,7 @@ from capture_ledger.spec.core.model import (
     Retired,
     RolloutState,
     step,
+    step_rollout,
 )
 from capture_ledger.spec.core.rows import canonical_json
 
@@ -66,6 +67,7 @@ __all__ = [
     "id_length_rule",
     "id_validation",
     "retire_step",
+    "rollout_validation_is_stateless",
     "state_of",
     "validate_batch",
     "validate_batch_of_strings",
@@ -284,6 +286,28 @@ def write_to_retired(row: int, failure: bool) -> tuple[RolloutState, Result]:
     )
     after, result = step(LedgerState.of({"a": RETIRED}), operation)
     return after.get("a"), result
+
+
+_VALIDATION_KINDS = (ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR)
+
+
+def _validation(result: Result) -> ErrorKind | None:
+    # The validation error ``result`` is, or ``None`` (a success, or an error that depends on the state).
+    return result.kind if isinstance(result, Err) and result.kind in _VALIDATION_KINDS else None
+
+
+def rollout_validation_is_stateless(k: int, choice: int) -> tuple[Result, Result]:
+    """One rollout's step fails validation from any state exactly when it does from Absent, with the same
+    error, and from Absent it fails only validation: the linearizability checker judges validation on
+    Absent alone (R-WRITE-1, R-WRITE-7, R-ADMIT-1, R-CONC-1).
+
+    post: _validation(__return__[0]) == _validation(__return__[1])
+    post: isinstance(__return__[0], Ok) or _validation(__return__[0]) is not None
+    """
+    operation = _operation(choice % 5 + 7 * (choice // 5), [])  # single-ID operations on "a"
+    _, from_absent = step_rollout(ABSENT, "a", operation)
+    _, from_state = step_rollout(STATES[k % len(STATES)], "a", operation)
+    return from_absent, from_state
 
 
 # ---------------------------------------------------------------------------------------- abstraction
