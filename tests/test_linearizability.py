@@ -87,11 +87,6 @@ def _concurrent(ops: list[model.Operation], seed: int, *, clients: int = 3) -> l
     return events
 
 
-VALIDATION_ERRORS = {
-    model.ErrorKind.INVALID_ROLLOUT_ID,
-    model.ErrorKind.INVALID_INPUT,
-    model.ErrorKind.TYPE_ERROR,
-}
 #: One rollout in each state: Absent, Live, Live (fenced), Retired.
 STATES: tuple[model.RolloutState, ...] = (
     model.ABSENT,
@@ -106,7 +101,7 @@ def _disagreements(
 ) -> list[str]:
     """Where the checker's sub-operations of ``op``, composed per ID, depart from ``model.step``."""
     after, result = model.step(before, op)
-    if isinstance(result, model.Err) and result.kind in VALIDATION_ERRORS:
+    if isinstance(result, model.Err) and result.kind in model.VALIDATION_ERRORS:
         return [] if parts == {} else [f"{op!r} fails validation but has sub-operations"]  # R-BATCH-2
     found = [] if sorted(parts) == sorted(model.rollout_ids_of(op)) else [f"{op!r}: IDs {sorted(parts)}"]  # type: ignore[arg-type]
     for rollout_id, subs in parts.items():
@@ -129,8 +124,8 @@ def _disagreements(
 def test_the_checkers_per_id_steps_are_the_models(
     a: model.RolloutState, b: model.RolloutState, op: model.Operation
 ) -> None:
-    # The checker judges each ID with the sub-operations ``partition`` makes (``model.step_rollout``, and
-    # a retire's two points); composed, they take each ID where ``model.step`` does, with its result.
+    # The checker judges each ID with the sub-operations ``partition`` makes (``model.rollout_transition``,
+    # and a retire's two points); composed, they take each ID where ``model.step`` does, with its result.
     before = LedgerState.of({"a": a, "b": b})
     _, result = model.step(before, op)
     parts, invalid = partition([Event(0, op, 0, 1, result)])

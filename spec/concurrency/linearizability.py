@@ -39,7 +39,7 @@ the clients did not share (``history`` says which clocks are fit).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,9 +62,10 @@ from capture_ledger.spec.core.model import (
     Result,
     Retire,
     RolloutState,
+    Transition,
     retire_one,
     rollout_ids_of,
-    step_rollout,
+    rollout_transition,
 )
 from capture_ledger.spec.core.model import Ok as _ModelOk
 
@@ -77,11 +78,6 @@ __all__ = [
     "check_history",
     "partition",
 ]
-
-# Errors that only validation produces: they depend on the arguments, never on the state (R-BATCH-2).
-_VALIDATION_ERRORS = frozenset({ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR})
-
-Apply = Callable[[RolloutState], tuple[RolloutState, Result]]
 
 
 # --------------------------------------------------------------------------------------------- results
@@ -131,7 +127,7 @@ class SubOperation(NamedTuple):
     rollout_id: str
     invoked: float
     returned: float  # math.inf when the call never returned
-    apply: Apply
+    apply: Transition
     observed: Result | None  # None: not checked (an unreturned call, or a retire's completion)
     op: Operation
     #: ``"fence"`` or ``"complete"`` for the two points of a retire (R-STATE-2); ``""`` otherwise.
@@ -145,15 +141,6 @@ class SubOperation(NamedTuple):
         else:
             label = repr(self.op)
         return f"{label} ({self.stage})" if self.stage else label
-
-
-def _rollout_apply(op: Operation, rollout_id: str) -> Apply:
-    """``model.step_rollout`` of ``op`` on ``rollout_id``, as a function of the state."""
-
-    def apply(state: RolloutState) -> tuple[RolloutState, Result]:
-        return step_rollout(state, rollout_id, op)
-
-    return apply
 
 
 def _retire_fence(state: RolloutState) -> tuple[RolloutState, Result]:
@@ -185,14 +172,22 @@ def _removal_shape_error(batch: list[str], removal: object) -> str | None:
     return None
 
 
-def _prepare(op: Operation) -> Err | list[str]:
-    """Validate ``op`` as ``model.step`` does: its IDs, or the validation error (R-ID-1, R-BATCH-1..3, then
-    R-WRITE-1, R-WRITE-7), which depends on the arguments alone."""
+def _prepare(op: Operation) -> Err | list[tuple[str, Transition]]:
+    """Validate ``op`` once, as ``model.step`` does: the validation error (R-ID-1, R-BATCH-1..3, then
+    R-WRITE-1, R-WRITE-7), or each of its IDs with the model's transition of that ID
+    (``model.rollout_transition``; for a retire, its fence, R-STATE-2)."""
     ids = rollout_ids_of(op)
-    if isinstance(ids, Err) or isinstance(op, Retire | Delete):
+    if isinstance(ids, Err):
         return ids
-    _, probe = step_rollout(ABSENT, ids[0], op)
-    return probe if isinstance(probe, Err) else ids  # from Absent, only validation fails
+    if isinstance(op, Retire):
+        return [(rollout_id, _retire_fence) for rollout_id in ids]
+    prepared: list[tuple[str, Transition]] = []
+    for rollout_id in ids:
+        transition = rollout_transition(rollout_id, op)
+        if isinstance(transition, Err):
+            return transition
+        prepared.append((rollout_id, transition))
+    return prepared
 
 
 _OPERATIONS = (Record, RecordFailure, Admit, ReadManifest, HasRows, Retire, Delete)
@@ -265,36 +260,31 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                 problem = f"{op!r} must fail validation with {prepared!r} but returned {result!r}"
                 return parts, Violation(None, (event,), problem)
             continue  # rejected by validation: changed nothing anywhere (R-BATCH-2)
-        ids = prepared
         if isinstance(op, Retire | Delete):
             if isinstance(result, Err):
                 problem = f"{op!r} can only fail validation, but returned {result!r}"
                 return parts, Violation(None, (event,), problem)
             removed: tuple[str, ...] = ()
             if result is not None:
-                shape = _removal_shape_error(ids, result.value)
+                shape = _removal_shape_error([rollout_id for rollout_id, _ in prepared], result.value)
                 if shape is not None:
                     return parts, Violation(None, (event,), f"{op!r} {shape}")
                 assert isinstance(result.value, Removal)  # checked by _removal_shape_error
                 removed = result.value.removed
-            for rollout_id in ids:
+            for rollout_id, apply in prepared:
                 observed = None if result is None else _ModelOk(rollout_id in removed)
                 part = parts.setdefault(rollout_id, [])
+                stage = "fence" if isinstance(op, Retire) else ""
+                part.append(
+                    SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op, stage)
+                )
                 if isinstance(op, Retire):
-                    # Two points, in this order and adjacent in the list (``_search`` relies on it).
-                    part.append(
-                        SubOperation(
-                            index, rollout_id, event.invoked, returned, _retire_fence, observed, op, "fence"
-                        )
-                    )
+                    # The second point, right after the fence in the list (``_search`` relies on it).
                     part.append(
                         SubOperation(
                             index, rollout_id, event.invoked, returned, _retire_complete, None, op, "complete"
                         )
                     )
-                else:
-                    apply = _rollout_apply(op, rollout_id)
-                    part.append(SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op))
             continue
         if isinstance(result, _ModelOk):
             shape = _value_shape_error(op, result.value)
@@ -302,8 +292,10 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                 return parts, Violation(None, (event,), shape)
             if isinstance(result.value, Discarded):
                 result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
-        sub = SubOperation(index, ids[0], event.invoked, returned, _rollout_apply(op, ids[0]), result, op)
-        parts.setdefault(ids[0], []).append(sub)
+        [(rollout_id, apply)] = prepared
+        parts.setdefault(rollout_id, []).append(
+            SubOperation(index, rollout_id, event.invoked, returned, apply, result, op)
+        )
     return parts, None
 
 

@@ -27,6 +27,7 @@ from capture_ledger.spec.core.ids import MAX_ROLLOUT_ID_LENGTH, validate_rollout
 from capture_ledger.spec.core.model import (
     ABSENT,
     RETIRED,
+    VALIDATION_ERRORS,
     Absent,
     Admit,
     Delete,
@@ -288,18 +289,15 @@ def write_to_retired(row: int, failure: bool) -> tuple[RolloutState, Result]:
     return after.get("a"), result
 
 
-_VALIDATION_KINDS = (ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR)
-
-
 def _validation(result: Result) -> ErrorKind | None:
     # The validation error ``result`` is, or ``None`` (a success, or an error that depends on the state).
-    return result.kind if isinstance(result, Err) and result.kind in _VALIDATION_KINDS else None
+    return result.kind if isinstance(result, Err) and result.kind in VALIDATION_ERRORS else None
 
 
 def rollout_validation_is_stateless(k: int, choice: int) -> tuple[Result, Result]:
     """One rollout's step fails validation from any state exactly when it does from Absent, with the same
-    error, and from Absent it fails only validation: the linearizability checker judges validation on
-    Absent alone (R-WRITE-1, R-WRITE-7, R-ADMIT-1, R-CONC-1).
+    error, and from Absent it fails only validation: the linearizability checker validates each call once,
+    before it knows any state (``rollout_transition``; R-WRITE-1, R-WRITE-7, R-ADMIT-1, R-CONC-1).
 
     post: _validation(__return__[0]) == _validation(__return__[1])
     post: isinstance(__return__[0], Ok) or _validation(__return__[0]) is not None

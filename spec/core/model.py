@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from capture_ledger.spec.core.rows import (
 __all__ = [
     "ABSENT",
     "RETIRED",
+    "VALIDATION_ERRORS",
     "Absent",
     "Admit",
     "Delete",
@@ -63,10 +64,12 @@ __all__ = [
     "Retire",
     "Retired",
     "RolloutState",
+    "Transition",
     "delete_one",
     "manifest_value_of",
     "retire_one",
     "rollout_ids_of",
+    "rollout_transition",
     "step",
     "step_rollout",
     "step_write",
@@ -252,6 +255,10 @@ class ErrorKind(enum.Enum):
         return None
 
 
+#: The errors only validation gives: they depend on the arguments, never on the state (R-BATCH-2).
+VALIDATION_ERRORS = frozenset({ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR})
+
+
 @dataclass(frozen=True, slots=True)
 class Discarded:
     """A write to a Retired rollout: no error, one warning naming ``staging_key`` if any (R-WRITE-4..5)."""
@@ -393,13 +400,76 @@ def _entry_of(op: Record | RecordFailure) -> tuple[Entry, str | None] | Err:
         return Err(ErrorKind.INVALID_INPUT)
 
 
+#: One rollout's transition: its state before to its state after and the operation's result.
+Transition = Callable[[RolloutState], tuple[RolloutState, Result]]
+
+
+def _removal(one: Callable[[RolloutState], tuple[RolloutState, bool]]) -> Transition:
+    def remove(state: RolloutState) -> tuple[RolloutState, Result]:
+        after, removed = one(state)
+        return after, Ok(removed)
+
+    return remove
+
+
+_RETIRE_ONE, _DELETE_ONE = _removal(retire_one), _removal(delete_one)
+
+
+def _read(op: ReadManifest | HasRows) -> Transition:
+    def read(state: RolloutState) -> tuple[RolloutState, Result]:
+        if isinstance(state, Retired):
+            return state, Err(ErrorKind.ROLLOUT_RETIRED)  # R-READ-3, R-READ-4
+        if isinstance(op, HasRows):
+            return state, Ok(isinstance(state, Live))  # R-READ-4
+        return state, Ok(_manifest_of(state.entries if isinstance(state, Live) else ()))  # R-READ-1..2
+
+    return read
+
+
+def rollout_transition(rollout_id: str, op: Operation) -> Transition | Err:
+    """``op``'s transition of one rollout ID, its arguments validated once; or the validation error.
+
+    The arguments other than the IDs are validated here, before any state is known, so a validation error
+    never depends on the state (R-WRITE-1, R-WRITE-7, R-ADMIT-1). ``step_rollout`` applies the transition
+    to one state; the linearizability checker validates each call of a history once and applies its
+    transition to every state its search tries.
+
+    Args:
+        rollout_id: the operation's ID, already validated (``rollout_ids_of``); for ``Retire`` and
+            ``Delete``, one ID of the batch.
+        op: the operation.
+
+    Returns:
+        The transition, whose result for ``Retire`` and ``Delete`` is ``Ok(removed)``, a ``bool`` saying
+        whether the ID had rows (R-RETIRE-1..3, R-DELETE-1..2); or ``Err`` (``INVALID_INPUT``).
+    """
+    if isinstance(op, Retire | Delete):
+        return _RETIRE_ONE if isinstance(op, Retire) else _DELETE_ONE
+    if isinstance(op, Record | RecordFailure):
+        made = _entry_of(op)
+        if isinstance(made, Err):
+            return made  # R-WRITE-1, R-WRITE-7: refused whatever the state, even Retired
+        entry, key = made
+        return lambda state: step_write(state, rollout_id, entry, key)
+    if isinstance(op, Admit):
+        try:
+            admitted = staging_key(rollout_id, validate_model_call_id(op.model_call_id))
+        except (TypeError, ValueError):
+            return Err(ErrorKind.INVALID_INPUT)
+
+        def admit(state: RolloutState) -> tuple[RolloutState, Result]:
+            fenced = isinstance(state, Retired) or (isinstance(state, Live) and state.fenced)
+            return state, Ok(None if fenced else admitted)  # R-ADMIT-1..2
+
+        return admit
+    return _read(op)
+
+
 def step_rollout(state: RolloutState, rollout_id: str, op: Operation) -> tuple[RolloutState, Result]:
     """Apply one operation to one rollout ID: that ID's next state and the result. Pure and total.
 
-    The per-ID half of ``step``, and the step the linearizability checker takes on each ID of a history
-    (IDs never interact, R-CONC-1). The arguments other than the IDs are validated first, and an error
-    depends on them alone, never on ``state`` (R-WRITE-1, R-WRITE-7); so an ``Err`` from ``ABSENT`` is
-    always a validation error.
+    The per-ID half of ``step`` (IDs never interact, R-CONC-1): ``rollout_transition`` applied to
+    ``state``, or its validation error with ``state`` unchanged.
 
     Args:
         state: the rollout's state before.
@@ -408,29 +478,10 @@ def step_rollout(state: RolloutState, rollout_id: str, op: Operation) -> tuple[R
         op: the operation.
 
     Returns:
-        The state after and the result; for ``Retire`` and ``Delete`` the result is ``Ok(removed)``, a
-        ``bool`` saying whether the ID had rows (R-RETIRE-1..3, R-DELETE-1..2).
+        The state after and the result (for ``Retire`` and ``Delete``, ``Ok(removed)``).
     """
-    if isinstance(op, Retire | Delete):
-        after, removed = (retire_one if isinstance(op, Retire) else delete_one)(state)
-        return after, Ok(removed)
-    if isinstance(op, Record | RecordFailure):
-        made = _entry_of(op)
-        if isinstance(made, Err):
-            return state, made  # R-WRITE-1, R-WRITE-7: refused whatever the state, even Retired
-        return step_write(state, rollout_id, *made)
-    if isinstance(op, Admit):
-        try:
-            model_call_id = validate_model_call_id(op.model_call_id)
-        except (TypeError, ValueError):
-            return state, Err(ErrorKind.INVALID_INPUT)
-        fenced = isinstance(state, Retired) or (isinstance(state, Live) and state.fenced)
-        return state, Ok(None if fenced else staging_key(rollout_id, model_call_id))  # R-ADMIT-1..2
-    if isinstance(state, Retired):
-        return state, Err(ErrorKind.ROLLOUT_RETIRED)  # R-READ-3, R-READ-4
-    if isinstance(op, HasRows):
-        return state, Ok(isinstance(state, Live))  # R-READ-4
-    return state, Ok(_manifest_of(state.entries if isinstance(state, Live) else ()))  # R-READ-1, R-READ-2
+    transition = rollout_transition(rollout_id, op)
+    return (state, transition) if isinstance(transition, Err) else transition(state)
 
 
 def step(state: LedgerState, op: Operation) -> tuple[LedgerState, Result]:
