@@ -164,8 +164,25 @@ def test_a_factory_that_raises_is_a_verdict() -> None:
     assert "NonConformance: open_ledger raised RuntimeError: cannot open" in message
 
 
-def test_a_factory_that_returns_no_ledger_is_a_verdict() -> None:
-    assert "open_ledger returned dict, which lacks methods" in _rejection(lambda workspace: {})
+class WithoutDelete:
+    """Every method of the protocol but ``delete``."""
+
+    def __init__(self) -> None:
+        self._ledger = ReferenceLedger()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "delete":
+            raise AttributeError(name)
+        return getattr(self._ledger, name)
+
+
+def test_a_factory_that_returns_no_ledger_is_a_verdict_naming_what_is_missing() -> None:
+    message = _rejection(lambda workspace: {})
+    assert (
+        "open_ledger returned dict, which lacks methods of CaptureLedger: record, record_failure," in message
+    )
+    message = _rejection(lambda workspace: WithoutDelete())
+    assert "open_ledger returned WithoutDelete, which lacks methods of CaptureLedger: delete\n" in message
 
 
 class CloseRaises(ReferenceLedger):

@@ -50,7 +50,7 @@ from capture_ledger.spec.core.model import (
     rollout_ids_of,
     step,
 )
-from capture_ledger.spec.core.protocol import CaptureLedger
+from capture_ledger.spec.core.protocol import OPERATIONS, CaptureLedger
 from capture_ledger.spec.kit.calls import (
     CALL_BUDGET_ENV,
     CallHung,
@@ -184,9 +184,10 @@ def conformance_machine(
                     ledger = self._calls.await_value(open_ledger(self._workspace))
                     if isinstance(ledger, CaptureLedger):
                         return ledger, None
+                    missing = [name for name in OPERATIONS if not callable(getattr(ledger, name, None))]
                     return None, (
                         f"returned {type(ledger).__name__}, which lacks methods of CaptureLedger: "
-                        "record, record_failure, admit, manifest, has_rows, retire, delete"
+                        + ", ".join(missing)
                     )
                 except BaseException as error:  # the factory's failure is a verdict
                     return None, f"raised {error_text(error)}"
