@@ -13,8 +13,10 @@ written through a ``FileLineageStore`` handle):
           the directory (delete).
 
 Also the control plane's own overhead: deleting batches of IDs that are already Absent (no file
-changes, one directory sync per batch) over HTTP and directly. Figures depend on the disk and the load;
-the ratios are the point. Nothing here is asserted.
+changes, one directory sync per batch) over HTTP and directly; and the cost of opening a client (the
+first ``RolloutControlClient`` of a process builds the TLS context, later ones share it) against a bare
+``httpx.Client()``, which builds its own each time. Figures depend on the disk and the load; the ratios
+are the point. Nothing here is asserted.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import httpx
 from capture_ledger.impl.http.client import RolloutControlClient
 from capture_ledger.impl.http.serving import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
@@ -82,12 +85,30 @@ def _floor(directory: Path, ids: Sequence[str], size: int) -> tuple[float, float
     return _rate(len(ids), retire), _rate(len(ids), delete)
 
 
+def _opening(count: int = 20) -> tuple[float, float, float]:
+    """Milliseconds to open and close: the first client, each later one, and each bare ``httpx.Client()``."""
+
+    def clients() -> None:
+        for _ in range(count):
+            RolloutControlClient("http://127.0.0.1:1", auth_token="bench").close()
+
+    def bare_clients() -> None:
+        for _ in range(count):
+            httpx.Client().close()
+
+    start = time.perf_counter()
+    RolloutControlClient("http://127.0.0.1:1", auth_token="bench").close()
+    first = time.perf_counter() - start
+    return first * 1e3, 1e3 / _rate(count, clients), 1e3 / _rate(count, bare_clients)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ids", type=int, default=2048, help="Live rollouts per run (default: 2048)")
     parser.add_argument("--batch", type=int, default=256, help="IDs per request / call (default: 256)")
     parser.add_argument("--workers", type=int, default=1, help="server worker processes (default: 1)")
     args = parser.parse_args()
+    first, later, bare = _opening()
     ids = [f"bench-{i:06d}" for i in range(args.ids)]
     token = secrets.token_urlsafe(24)
     with tempfile.TemporaryDirectory(prefix="bench-http-") as root:
@@ -120,6 +141,10 @@ def main() -> None:
     for name, (http, on_store, _) in figures.items():
         per_id = 1e6 / http
         print(f"{name}: {per_id:.1f} us per ID over HTTP, {1e6 / on_store:.1f} us per ID directly")
+    print(
+        f"opening a client: the first {first:.1f} ms, each later one {later:.2f} ms; "
+        f"a bare httpx.Client() {bare:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -2,19 +2,18 @@
 
 What it proves: a list is validated and de-duplicated as a whole before any batch exists; batches keep
 first-seen order and never exceed the limit; merging per-batch results equals one call on the reference
-ledger; the limit is read at call time; a server answer that does not partition its batch is refused.
+ledger; the limit is read at call time; a server answer that does not partition its batch (each sent ID
+exactly once, in order) is refused; and importing the clients loads no server stack.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_removals, plan_removal
-from capture_ledger.impl.http.client import (
-    ControlPlaneTimeoutError,
-    RequestRejectedError,
-    RetryPolicy,
-    ServerError,
-)
+from capture_ledger.impl.http.client import RetryPolicy
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import MAX_LEDGER_BATCH, InvalidRolloutIdError
 from capture_ledger.spec.kit.strategies import rollout_ids
@@ -83,22 +82,76 @@ def test_merged_batches_equal_one_call_on_the_reference(ids: list[str], live: se
         {"removed": ["a"], "absent": ["b"], "extra": []},
         {"removed": "a", "absent": []},
         {"removed": ["a", "zzz"], "absent": ["b"]},  # an ID that was not sent
+        {"removed": ["a", "zzz"], "absent": []},  # an extra ID in place of a missing one: the count matches
         {"removed": ["a"], "absent": []},  # b missing
+        {"removed": [], "absent": []},  # both missing
+        {"removed": ["a", "a"], "absent": []},  # a repeated, b missing: the count matches
+        {"removed": ["a"], "absent": ["a"]},  # a in both, b missing: the count matches
         {"removed": ["a", "b"], "absent": ["b"]},  # b in both
+        {"removed": ["a"], "absent": ["b", "b"]},  # b repeated
         {"removed": ["b", "a"], "absent": []},  # out of order
         {"removed": [1], "absent": ["a", "b"]},
+        {"removed": [None, "a"], "absent": []},
     ],
 )
 def test_answers_that_do_not_partition_the_batch_are_refused(payload: object) -> None:
     assert isinstance(check_removal(("a", "b"), payload), str)
 
 
-def test_retry_policy_resends_only_what_may_succeed_later() -> None:
-    policy = RetryPolicy(retries=3, backoff=0.1, max_backoff=0.25)
-    timeout = ControlPlaneTimeoutError("t")
-    assert [policy.delay(i, timeout) for i in range(4)] == [0.1, 0.2, 0.25, None]
-    assert policy.delay(0, ServerError("s", 503)) == 0.1
-    assert policy.delay(0, RequestRejectedError("r", 422)) is None
-    assert RetryPolicy().delay(0, timeout) is None
+def _partitions_in_order(batch: list[str], removed: list[str], absent: list[str]) -> bool:
+    """The specification of a good answer, written as plainly as possible: each sent ID once, in order."""
+    return sorted(removed + absent) == sorted(batch) and all(
+        part == [rollout_id for rollout_id in batch if rollout_id in part] for part in (removed, absent)
+    )
+
+
+@given(batch=st.lists(st.sampled_from("abcd"), unique=True, max_size=4), data=st.data())
+def test_an_answer_is_accepted_exactly_when_it_names_each_sent_id_once_in_order(
+    batch: list[str], data: st.DataObject
+) -> None:
+    # Half the answers are a partition of the batch, perhaps spoiled in one place; half are any lists.
+    if data.draw(st.booleans()):
+        flags = data.draw(st.lists(st.booleans(), min_size=len(batch), max_size=len(batch)))
+        removed = [rollout_id for rollout_id, flag in zip(batch, flags, strict=True) if flag]
+        absent = [rollout_id for rollout_id, flag in zip(batch, flags, strict=True) if not flag]
+        parts = [part for part in (removed, absent) if part]
+        if parts:
+            part = data.draw(st.sampled_from(parts))
+            index = data.draw(st.integers(0, len(part) - 1))
+            spoil = data.draw(st.sampled_from(["keep", "drop", "replace", "append"]))
+            if spoil == "drop":
+                del part[index]
+            elif spoil == "replace":  # by another sent ID (a repeat and a gap), an unsent one, or itself
+                part[index] = data.draw(st.sampled_from("abcde"))
+            elif spoil == "append":
+                part.append(data.draw(st.sampled_from("abcde")))
+    else:
+        removed = data.draw(st.lists(st.sampled_from("abcde"), max_size=5))
+        absent = data.draw(st.lists(st.sampled_from("abcde"), max_size=5))
+    checked = check_removal(batch, {"removed": removed, "absent": absent})
+    if _partitions_in_order(batch, removed, absent):
+        assert checked == {"removed": removed, "absent": absent}
+    else:
+        assert isinstance(checked, str)
+
+
+def test_retry_policy_pauses_double_up_to_the_cap() -> None:
+    assert list(RetryPolicy(retries=3, backoff=0.1, max_backoff=0.25).pauses()) == [0.1, 0.2, 0.25]
+    assert list(RetryPolicy().pauses()) == []  # no resend by default
     with pytest.raises(ValueError):
         RetryPolicy(retries=-1)
+
+
+def test_the_clients_import_without_the_server_stack() -> None:
+    """A client-only user loads httpx, not FastAPI, Starlette or uvicorn (checked in a fresh interpreter)."""
+    code = (
+        "import sys\n"
+        "from capture_ledger.impl.http.client import AsyncRolloutControlClient, RolloutControlClient\n"
+        "from capture_ledger.impl import RolloutControlClient as Lazy\n"
+        "assert Lazy is RolloutControlClient and 'httpx' in sys.modules\n"
+        "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -22,18 +22,21 @@ from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneError,
     RequestRejectedError,
+    RolloutControlClient,
     ServerError,
     UnauthorizedError,
     UnexpectedResponseError,
 )
-from capture_ledger.impl.http.server import PREFIX, create_app
+from capture_ledger.impl.http.routes import PREFIX
+from capture_ledger.impl.http.server import create_app
+from capture_ledger.impl.http.serving import ServerThread
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.reference import ReferenceLedger
+from capture_ledger.reference.mutants import AsyncLedger
 from capture_ledger.spec import (
     CaptureLedgerError,
     ConflictingRecordError,
     InvalidRolloutIdError,
-    Manifest,
     RolloutRemoval,
     RolloutRetiredError,
 )
@@ -209,17 +212,17 @@ def test_the_scheme_is_case_insensitive_and_unknown_paths_are_404_with_the_token
 
 
 class _ThreadRecorder:
-    """A ledger that notes the thread of every call, delegating to the reference."""
+    """A ledger that notes the name and the thread of every call, delegating to the reference."""
 
     def __init__(self) -> None:
         self.inner = ReferenceLedger()
-        self.threads: list[threading.Thread] = []
+        self.calls: list[tuple[str, threading.Thread]] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.inner, name)
 
         def recorded(*args: Any) -> Any:
-            self.threads.append(threading.current_thread())
+            self.calls.append((name, threading.current_thread()))
             return method(*args)
 
         return recorded
@@ -231,53 +234,24 @@ def test_sync_store_calls_run_off_the_event_loop_thread() -> None:
     call(app, "GET", f"{PREFIX}/rollouts/a/manifest")
     call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]})
     call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]})
-    assert len(recorder.threads) == 3
-    assert threading.main_thread() not in recorder.threads  # the loop runs in the main thread here
+    assert [name for name, _ in recorder.calls] == ["manifest", "retire", "delete"]
+    # The loop runs in the main thread here.
+    assert all(thread is not threading.main_thread() for _, thread in recorder.calls)
 
 
-class _AsyncLedger:
-    """A ledger with coroutine methods (as NeMo Gym's are), delegating to the reference."""
-
-    def __init__(self) -> None:
-        self.inner = ReferenceLedger()
-        self.awaited: list[str] = []
-
-    async def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
-        self.inner.record(rollout_id, row)
-
-    async def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
-        self.inner.record_failure(rollout_id, model_call_id, reason)
-
-    async def admit(self, rollout_id: str, model_call_id: str) -> str | None:
-        return self.inner.admit(rollout_id, model_call_id)
-
-    async def manifest(self, rollout_id: str) -> Manifest:
-        self.awaited.append("manifest")
-        return self.inner.manifest(rollout_id)
-
-    async def has_rows(self, rollout_id: str) -> bool:
-        return self.inner.has_rows(rollout_id)
-
-    async def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
-        self.awaited.append("retire")
-        return self.inner.retire(rollout_ids)
-
-    async def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
-        self.awaited.append("delete")
-        return self.inner.delete(rollout_ids)
-
-
-def test_coroutine_methods_are_awaited() -> None:
-    ledger = _AsyncLedger()
-    ledger.inner.record("a", {"model_call_id": "m0"})
-    app = create_app(ledger, auth_token=TOKEN)
+def test_coroutine_methods_are_awaited_on_the_loop() -> None:
+    recorder = _ThreadRecorder()
+    recorder.inner.record("a", {"model_call_id": "m0"})
+    app = create_app(AsyncLedger(recorder), auth_token=TOKEN)  # coroutine methods, as NeMo Gym's are
     assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").json()["records"] == [{"model_call_id": "m0"}]
     assert call(app, "POST", f"{PREFIX}/rollouts/retire", json={"rollout_ids": ["a"]}).json()["removed"] == [
         "a"
     ]
     assert call(app, "GET", f"{PREFIX}/rollouts/a/manifest").status_code == 410
     assert call(app, "POST", f"{PREFIX}/rollouts/delete", json={"rollout_ids": ["a"]}).status_code == 200
-    assert ledger.awaited == ["manifest", "retire", "manifest", "delete"]
+    # Each coroutine ran to its end (the wrapped call happened), awaited on the loop, not in a worker thread.
+    assert [name for name, _ in recorder.calls] == ["manifest", "retire", "manifest", "delete"]
+    assert all(thread is threading.main_thread() for _, thread in recorder.calls)
 
 
 class _Refusing(ReferenceLedger):
@@ -465,5 +439,41 @@ def test_async_client_retries_retire_and_delete_after_server_errors() -> None:
             failures["left"] = 1
             with pytest.raises(ServerError):
                 await no_retry.manifest("a")  # reads are not retried by the client
+        failures["left"] = 3
+        gives_up, transport = _client(flaky, retries=2, backoff=0.001)
+        async with gives_up:
+            with pytest.raises(ServerError):
+                await gives_up.delete(["a"])
+        assert len(transport.requests) == 3  # the first attempt and two resends
 
     asyncio.run(go())
+
+
+def test_the_blocking_client_resends_server_errors_but_not_refusals() -> None:
+    """Over a real socket: a 503 is resent, a 409 is the caller's to fix and is sent once."""
+    ledger = ReferenceLedger()
+    ledger.record("a", {"model_call_id": "m0"})
+    app = create_app(ledger, auth_token=TOKEN)
+    answers: list[int] = []
+    script = {"statuses": [503, 503]}
+
+    async def scripted(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and script["statuses"]:
+            status = script["statuses"].pop(0)
+            answers.append(status)
+            await JSONResponse({"detail": "scripted", "error": "Scripted"}, status_code=status)(
+                scope, receive, send
+            )
+            return
+        answers.append(200)
+        await app(scope, receive, send)
+
+    server = ServerThread(scripted)
+    with server, RolloutControlClient(server.url, auth_token=TOKEN, retries=2, backoff=0.001) as client:
+        assert client.retire(["a"]) == {"removed": ["a"], "absent": []}
+        assert answers == [503, 503, 200]
+        answers.clear()
+        script["statuses"] = [409, 409]
+        with pytest.raises(RequestRejectedError):
+            client.delete(["a"])
+        assert answers == [409]

@@ -5,8 +5,9 @@ What it proves: the served file store answers every route with the specified sta
 the blocking and async clients pass against it, splitting long lists into several requests (counted on
 the server's own metrics) including a list of more than ``MAX_LEDGER_BATCH`` IDs; timeouts and refused
 connections become typed errors; the client sub-commands print JSON; ``serve`` refuses to start without
-a token; and with two workers, each with its own store handle, a write made outside the server and a
-retire made through one worker are seen by both workers.
+a token and serves another ledger factory given with ``--ledger``; and with two workers, each with its own
+store handle, a write made outside the server and a retire made through one worker are seen by both
+workers.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from pathlib import Path
 import httpx
 import pytest
 from capture_ledger.impl.cli import main as cli
+from capture_ledger.impl.http.auth import TOKEN_ENV
 from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneTimeoutError,
     ControlPlaneUnavailableError,
     RolloutControlClient,
 )
-from capture_ledger.impl.http.server import PREFIX
-from capture_ledger.impl.http.serving import TOKEN_ENV, ServerProcess
+from capture_ledger.impl.http.routes import PREFIX
+from capture_ledger.impl.http.serving import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import InvalidRolloutIdError, RolloutRetiredError
 
@@ -231,6 +233,18 @@ def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     assert "no bearer token" in done.stderr and done.stdout == ""
 
 
+def test_serve_serves_another_ledger_factory(tmp_path: Path) -> None:
+    """``--ledger module:callable``: each worker opens that ledger (here the in-memory reference)."""
+    target = "capture_ledger.reference.mutants:open_reference"
+    server = ServerProcess(tmp_path, token=TOKEN, ledger=target)
+    with server, RolloutControlClient(server.url, auth_token=TOKEN) as client:  # entered in order
+        assert client.retire(["ref-a"]) == {"removed": [], "absent": ["ref-a"]}
+        with pytest.raises(RolloutRetiredError):
+            client.manifest("ref-a")
+    assert list(tmp_path.iterdir()) == []  # no ledger, fence or lock file: the file store never opened
+    assert "Traceback" not in server.log()  # the log outlives the process, and the worker shut down cleanly
+
+
 def _scrape(url: str) -> tuple[str, dict[str, int]]:
     """One fresh connection: the answering worker's pid and its per-operation call counts."""
     with httpx.Client(headers=AUTH, timeout=30) as http:
@@ -279,7 +293,7 @@ def test_two_workers_each_open_the_store_and_see_each_others_changes(tmp_path: P
 def test_the_token_comes_from_the_file_or_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from capture_ledger.impl.cli.serve import read_token
+    from capture_ledger.impl.cli.options import read_token
 
     token_file = tmp_path / "token"
     token_file.write_text("  from-file\n")

@@ -1,7 +1,10 @@
 """The ``capture-ledger`` console script: one entry point, sub-commands contributed by concept modules.
 
 Each module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its sub-commands and sets
-``handler=callable(args) -> int`` on each. ``main`` returns the handler's exit code.
+``handler=callable(args) -> int`` on each. ``main`` returns the handler's exit code; a handler that raises
+``UsageError`` (``impl.cli.options``) has its message printed as ``capture-ledger COMMAND: message`` on
+standard error, and the exit code is 2. Registering a command imports only what its parser needs: the
+HTTP stack is imported by the commands that use it, when they run.
 
 Not guaranteed: the human-readable output's wording; ``--json`` output, where offered, is stable.
 """
@@ -13,6 +16,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from capture_ledger.impl.cli.options import UsageError
+
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Modules contributing sub-commands, in the order ``--help`` lists them.
@@ -20,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capture_ledger.impl.cli.verify",
     "capture_ledger.impl.cli.spec",
     "capture_ledger.impl.cli.serve",
+    "capture_ledger.impl.cli.calls",
     "capture_ledger.impl.cli.crash",
     "capture_ledger.impl.cli.interleave",
     "capture_ledger.impl.cli.explore",
@@ -43,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; the exit code is 0 on success."""
     args = build_parser().parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except UsageError as error:
+        print(f"capture-ledger {args.command}: {error}", file=sys.stderr)
+        return 2
     return code
 
 

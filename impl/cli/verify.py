@@ -1,33 +1,33 @@
 """``capture-ledger verify``: run the conformance kit against a ledger factory (SPEC.md R-KIT-1..6).
 
-TARGET is ``module:callable``; the callable takes a workspace directory (``pathlib.Path``) and returns a
-``CaptureLedger`` (or a coroutine resolving to one). The current directory is put on ``sys.path`` so that a
-project's own modules import. Without TARGET the production ``FileLineageStore`` is checked with three
-handles on one directory, as three workers of one model server.
+TARGET is ``module:callable`` (loaded by ``impl.cli.targets``); the callable takes a workspace directory
+(``pathlib.Path``) and returns a ``CaptureLedger`` (or a coroutine resolving to one). The current directory
+is put on ``sys.path`` so that a project's own modules import. Without TARGET the production
+``FileLineageStore`` is checked with three handles on one directory, as three workers of one model server.
 
-Exit codes: 0 conforms, 1 does not conform (the counterexample is printed), 2 the target cannot be loaded.
+Exit codes: 0 conforms, 1 does not conform (the counterexample is printed), 2 the target cannot be loaded
+(a message naming it, on standard error).
 Not guaranteed: that a passing run proves conformance; it found no counterexample in the examples run.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli.targets import FILE_STORE_TARGET, load_target
 from capture_ledger.spec.kit.conformance import check_ledger, conformance_machine, rule_names
 from capture_ledger.spec.kit.profiles import PROFILE_ENV, PROFILES, profile_settings
 
-__all__ = ["DEFAULT_TARGET", "load_target", "register", "run_verify"]
+__all__ = ["DEFAULT_TARGET", "register", "run_verify"]
 
 #: The default target: the production file store, checked with three handles.
-DEFAULT_TARGET = "capture_ledger.impl.store.file_store:open_file_store"
+DEFAULT_TARGET = FILE_STORE_TARGET
 _DEFAULT_HANDLES = 3
 
 
@@ -64,29 +64,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_handle)
 
 
-def load_target(target: str) -> Callable[[Path], Any]:
-    """Import ``module:callable``.
-
-    Raises:
-        ValueError: the target is not of that form, or does not name a callable.
-        ImportError: the module cannot be imported.
-    """
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"target {target!r} must be module:callable, e.g. mypkg.ledgers:open_ledger")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    value: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            raise ValueError(f"{module_name} has no attribute {attribute!r}")
-    if not callable(value):
-        raise ValueError(f"{target} is not callable")
-    factory: Callable[[Path], Any] = value
-    return factory
-
-
 def run_verify(
     target: str | None = None,
     *,
@@ -97,7 +74,8 @@ def run_verify(
     """Run the kit and return a summary (the ``--json`` object).
 
     Raises:
-        ValueError, ImportError: the target cannot be loaded.
+        TargetError: the target cannot be loaded.
+        ValueError: an unknown profile.
     """
     name = target or DEFAULT_TARGET
     factory = load_target(name)
@@ -134,13 +112,12 @@ def run_verify(
 
 
 def _handle(args: argparse.Namespace) -> int:
-    try:
-        summary = run_verify(
-            args.target, handles=args.handles, profile=args.profile, max_examples=args.max_examples
-        )
-    except (ValueError, ImportError) as error:
-        print(f"capture-ledger verify: {error}", file=sys.stderr)
-        return 2
+    for option, value in (("--handles", args.handles), ("--max-examples", args.max_examples)):
+        if value is not None and value < 1:
+            raise UsageError(f"{option} must be at least 1")
+    summary = run_verify(
+        args.target, handles=args.handles, profile=args.profile, max_examples=args.max_examples
+    )
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -2,15 +2,19 @@
 
 A token is a non-empty RFC 6750 ``token68``: letters, digits and ``-._~+/``, optionally ending in ``=``. A
 token outside that set could not be sent in an ``Authorization`` header, so the server refuses to start
-with one and the clients refuse to send one. Not guaranteed: that a token is strong; choose a long random one.
+with one and the clients refuse to send one. ``TOKEN_ENV`` names the environment variable through which
+``capture-ledger serve`` hands the token to its worker processes, and from which the command line reads
+it when no token file is given. Not guaranteed: that a token is strong; choose a long random one.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["TOKEN_PATTERN", "validate_bearer_token"]
+__all__ = ["TOKEN_ENV", "TOKEN_PATTERN", "validate_bearer_token"]
 
+#: The environment variable holding the bearer token of ``capture-ledger serve`` and its clients.
+TOKEN_ENV = "CAPTURE_LEDGER_TOKEN"
 TOKEN_PATTERN: re.Pattern[str] = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 
 

@@ -15,6 +15,7 @@ idempotent (R-RETIRE-4).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -96,8 +97,11 @@ def plan_removal(rollout_ids: object, *, batch_size: int | None = None) -> Remov
 def check_removal(batch: Sequence[str], payload: object) -> RolloutRemoval | str:
     """Check that a server's answer for ``batch`` is a removal that partitions it, in order.
 
+    The answer must name each ID of ``batch`` exactly once, in ``removed`` or in ``absent``, name nothing
+    else, and keep each list in the order the IDs were sent (R-BATCH-3).
+
     Args:
-        batch: the IDs sent in one request.
+        batch: the distinct IDs sent in one request.
         payload: the decoded JSON body of the answer.
 
     Returns:
@@ -108,13 +112,22 @@ def check_removal(batch: Sequence[str], payload: object) -> RolloutRemoval | str
     removed, absent = payload["removed"], payload["absent"]
     if not isinstance(removed, list) or not isinstance(absent, list):
         return "'removed' and 'absent' must be lists"
+    named = removed + absent
+    if not all(isinstance(rollout_id, str) for rollout_id in named):
+        return "'removed' and 'absent' must hold strings"
     position = {rollout_id: index for index, rollout_id in enumerate(batch)}
+    extra = [rollout_id for rollout_id in named if rollout_id not in position]
+    if extra:
+        return f"the answer names IDs that were not sent: {extra!r:.200}"
+    repeated = [rollout_id for rollout_id, count in Counter(named).items() if count > 1]
+    if repeated:
+        return f"the answer names IDs more than once: {repeated!r:.200}"
+    answered = set(named)
+    missing = [rollout_id for rollout_id in batch if rollout_id not in answered]
+    if missing:
+        return f"the answer leaves out IDs that were sent: {missing!r:.200}"
     for name, part in (("removed", removed), ("absent", absent)):
-        indexes = [position.get(rollout_id, -1) if isinstance(rollout_id, str) else -1 for rollout_id in part]
-        if -1 in indexes:
-            return f"{name!r} names an ID that was not sent: {part!r:.200}"
+        indexes = [position[rollout_id] for rollout_id in part]
         if indexes != sorted(indexes):
             return f"{name!r} is not in the order the IDs were sent"
-    if len(removed) + len(absent) != len(batch) or set(removed) & set(absent):
-        return "'removed' and 'absent' do not partition the IDs sent"
     return {"removed": list(removed), "absent": list(absent)}

@@ -19,17 +19,24 @@ retried request that had reached the server reports its IDs ``absent`` for the s
 from __future__ import annotations
 
 import asyncio
+import functools
+import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
-from urllib.parse import quote
+from typing import Any, Generic, Self, TypeVar
 
 import httpx
 from capture_ledger.impl.http.auth import validate_bearer_token
-from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_removals, plan_removal
-from capture_ledger.impl.http.server import PREFIX
+from capture_ledger.impl.http.batching import (
+    RemovalPlan,
+    batch_limit,
+    check_removal,
+    merge_removals,
+    plan_removal,
+)
+from capture_ledger.impl.http.routes import PREFIX, REMOVAL_ROUTES, manifest_route
 from capture_ledger.spec.core.errors import CaptureLedgerError, InvalidRolloutIdError, RolloutRetiredError
 from capture_ledger.spec.core.ids import validate_rollout_id
 from capture_ledger.spec.core.protocol import Manifest, RolloutRemoval
@@ -94,7 +101,11 @@ class UnexpectedResponseError(ControlPlaneError):
 
 
 #: Errors after which resending an idempotent request is sensible.
-_RETRYABLE = (ServerError, ControlPlaneTimeoutError, ControlPlaneUnavailableError)
+_RETRYABLE: tuple[type[ControlPlaneError], ...] = (
+    ServerError,
+    ControlPlaneTimeoutError,
+    ControlPlaneUnavailableError,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,11 +126,13 @@ class RetryPolicy:
         if self.retries < 0 or self.backoff < 0 or self.max_backoff < 0:
             raise ValueError("retries, backoff and max_backoff must not be negative")
 
-    def delay(self, attempt: int, error: ControlPlaneError) -> float | None:
-        """The pause before resend number ``attempt + 1``, or ``None`` to give up and raise ``error``."""
-        if attempt >= self.retries or not isinstance(error, _RETRYABLE):
-            return None
-        return float(min(self.max_backoff, self.backoff * 2**attempt))
+    def pauses(self) -> Iterator[float]:
+        """The pause before each resend, in order: ``backoff``, twice that, ..., at most ``max_backoff``.
+
+        Returns:
+            ``retries`` pauses in seconds. Only a timeout, a lost connection or a 5xx/429 is resent.
+        """
+        return (float(min(self.max_backoff, self.backoff * 2**attempt)) for attempt in range(self.retries))
 
 
 # ---------------------------------------------------------------------------------------------- shared logic
@@ -197,22 +210,23 @@ def _removal_of(batch: Sequence[str], payload: Any) -> RolloutRemoval:
     return checked
 
 
-def _settings(base_url: str, auth_token: str, timeout: float) -> tuple[str, dict[str, str], httpx.Timeout]:
-    validate_bearer_token(auth_token)
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    root = base_url.rstrip("/") + PREFIX
-    return root, {"Authorization": f"Bearer {auth_token}"}, httpx.Timeout(timeout)
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context, built once per process.
 
-
-def _manifest_url(root: str, rollout_id: str) -> str:
-    # Validate before the ID becomes part of a URL: no path tricks, no surprise 404 (R-ID-1).
-    return f"{root}/rollouts/{quote(validate_rollout_id(rollout_id), safe='')}/manifest"
+    Each ``httpx.Client()`` otherwise loads the CA bundle again: about 100 ms per client (measured,
+    docs/http.md), which dominated opening a client. ``$SSL_CERT_FILE`` and ``$SSL_CERT_DIR`` are read at
+    the first use.
+    """
+    return httpx.create_ssl_context()
 
 
 # ---------------------------------------------------------------------------------------------- clients
-class RolloutControlClient:
-    """A blocking client of one model server's control plane."""
+_Transport = TypeVar("_Transport", httpx.BaseTransport, httpx.AsyncBaseTransport)
+
+
+class _ControlClient(Generic[_Transport]):
+    """What both clients share: the checked settings, the URLs, the retry policy and the batch plan."""
 
     def __init__(
         self,
@@ -223,7 +237,7 @@ class RolloutControlClient:
         retries: int = 0,
         backoff: float = 0.1,
         batch_size: int | None = None,
-        transport: httpx.BaseTransport | None = None,
+        transport: _Transport | None = None,
     ) -> None:
         """Open a connection pool to ``base_url`` (the server's root, e.g. ``http://127.0.0.1:8000``).
 
@@ -235,17 +249,44 @@ class RolloutControlClient:
                 5xx); by default never.
             backoff: seconds before the first resend, doubled for each further one (at most 5 s).
             batch_size: IDs per request; by default ``MAX_LEDGER_BATCH`` as it is at each call.
-            transport: an httpx transport (for tests); by default the network.
+            transport: an httpx transport (for tests), blocking or async as the client; by default the
+                network.
 
         Raises:
             ValueError: an empty token, a non-positive timeout, a negative retry setting, or a batch size
                 outside 1..``MAX_LEDGER_BATCH``.
         """
-        self._root, headers, http_timeout = _settings(base_url, auth_token, timeout)
+        validate_bearer_token(auth_token)
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        batch_limit(batch_size)  # refuse a bad size now rather than at the first call
+        self._root = base_url.rstrip("/") + PREFIX
         self._retry = RetryPolicy(retries=retries, backoff=backoff)
         self._batch_size = batch_size
-        batch_limit(batch_size)  # refuse a bad size now rather than at the first call
-        self._http = httpx.Client(headers=headers, timeout=http_timeout, transport=transport)
+        self._connect({"Authorization": f"Bearer {auth_token}"}, httpx.Timeout(timeout), transport)
+
+    def _connect(self, headers: dict[str, str], timeout: httpx.Timeout, transport: _Transport | None) -> None:
+        raise NotImplementedError
+
+    def _manifest_url(self, rollout_id: str) -> str:
+        # Validate before the ID becomes part of a URL: no path tricks, no surprise 404 (R-ID-1).
+        return self._root + manifest_route(validate_rollout_id(rollout_id))
+
+    def _plan(self, rollout_ids: Sequence[str]) -> RemovalPlan:
+        return plan_removal(rollout_ids, batch_size=self._batch_size)
+
+
+class RolloutControlClient(_ControlClient[httpx.BaseTransport]):
+    """A blocking client of one model server's control plane."""
+
+    _http: httpx.Client
+
+    def _connect(
+        self, headers: dict[str, str], timeout: httpx.Timeout, transport: httpx.BaseTransport | None
+    ) -> None:
+        self._http = httpx.Client(
+            headers=headers, timeout=timeout, transport=transport, verify=_tls_context()
+        )
 
     def manifest(self, rollout_id: str) -> Manifest:
         """The rollout's manifest.
@@ -255,11 +296,7 @@ class RolloutControlClient:
             RolloutRetiredError: the rollout is retired (410).
             ControlPlaneError: any other failure, with its status and the server's reason.
         """
-        url = _manifest_url(self._root, rollout_id)
-        try:
-            response = self._http.get(url)
-        except httpx.TransportError as error:
-            raise _transport_error(error, url) from error
+        response = self._request("GET", self._manifest_url(rollout_id))
         return _manifest_of(rollout_id, _interpret(response, rollout_id=rollout_id))
 
     def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
@@ -277,25 +314,25 @@ class RolloutControlClient:
         return self._remove("delete", rollout_ids)
 
     def _remove(self, operation: str, rollout_ids: Sequence[str]) -> RolloutRemoval:
-        plan = plan_removal(rollout_ids, batch_size=self._batch_size)
-        return merge_removals([self._send(operation, batch) for batch in plan.batches])
+        return merge_removals([self._send(operation, batch) for batch in self._plan(rollout_ids).batches])
 
     def _send(self, operation: str, batch: tuple[str, ...]) -> RolloutRemoval:
-        url = f"{self._root}/rollouts/{operation}"
-        attempt = 0
-        while True:
+        for pause in self._retry.pauses():
             try:
-                try:
-                    response = self._http.post(url, json={"rollout_ids": list(batch)})
-                except httpx.TransportError as error:
-                    raise _transport_error(error, url) from error
-                return _removal_of(batch, _interpret(response))
-            except ControlPlaneError as error:
-                pause = self._retry.delay(attempt, error)
-                if pause is None:
-                    raise
+                return self._post(operation, batch)
+            except _RETRYABLE:
                 time.sleep(pause)
-                attempt += 1
+        return self._post(operation, batch)  # the last attempt: its error is the caller's
+
+    def _post(self, operation: str, batch: tuple[str, ...]) -> RolloutRemoval:
+        response = self._request("POST", self._root + REMOVAL_ROUTES[operation], {"rollout_ids": list(batch)})
+        return _removal_of(batch, _interpret(response))
+
+    def _request(self, method: str, url: str, body: object = None) -> httpx.Response:
+        try:
+            return self._http.request(method, url, json=body)
+        except httpx.TransportError as error:
+            raise _transport_error(error, url) from error
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -310,34 +347,21 @@ class RolloutControlClient:
         self.close()
 
 
-class AsyncRolloutControlClient:
-    """The same client for asyncio code; every method is a coroutine."""
+class AsyncRolloutControlClient(_ControlClient[httpx.AsyncBaseTransport]):
+    """The same client for asyncio code; every method is a coroutine. Its arguments are the blocking one's."""
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        auth_token: str,
-        timeout: float = 10.0,
-        retries: int = 0,
-        backoff: float = 0.1,
-        batch_size: int | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+    _http: httpx.AsyncClient
+
+    def _connect(
+        self, headers: dict[str, str], timeout: httpx.Timeout, transport: httpx.AsyncBaseTransport | None
     ) -> None:
-        """Open a connection pool; the arguments are those of ``RolloutControlClient``."""
-        self._root, headers, http_timeout = _settings(base_url, auth_token, timeout)
-        self._retry = RetryPolicy(retries=retries, backoff=backoff)
-        self._batch_size = batch_size
-        batch_limit(batch_size)  # refuse a bad size now rather than at the first call
-        self._http = httpx.AsyncClient(headers=headers, timeout=http_timeout, transport=transport)
+        self._http = httpx.AsyncClient(
+            headers=headers, timeout=timeout, transport=transport, verify=_tls_context()
+        )
 
     async def manifest(self, rollout_id: str) -> Manifest:
         """The rollout's manifest; raises as ``RolloutControlClient.manifest`` does."""
-        url = _manifest_url(self._root, rollout_id)
-        try:
-            response = await self._http.get(url)
-        except httpx.TransportError as error:
-            raise _transport_error(error, url) from error
+        response = await self._request("GET", self._manifest_url(rollout_id))
         return _manifest_of(rollout_id, _interpret(response, rollout_id=rollout_id))
 
     async def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
@@ -349,26 +373,28 @@ class AsyncRolloutControlClient:
         return await self._remove("delete", rollout_ids)
 
     async def _remove(self, operation: str, rollout_ids: Sequence[str]) -> RolloutRemoval:
-        plan = plan_removal(rollout_ids, batch_size=self._batch_size)
         # Sequential on purpose: the merge is in order and a failure stops before later batches.
+        plan = self._plan(rollout_ids)
         return merge_removals([await self._send(operation, batch) for batch in plan.batches])
 
     async def _send(self, operation: str, batch: tuple[str, ...]) -> RolloutRemoval:
-        url = f"{self._root}/rollouts/{operation}"
-        attempt = 0
-        while True:
+        for pause in self._retry.pauses():
             try:
-                try:
-                    response = await self._http.post(url, json={"rollout_ids": list(batch)})
-                except httpx.TransportError as error:
-                    raise _transport_error(error, url) from error
-                return _removal_of(batch, _interpret(response))
-            except ControlPlaneError as error:
-                pause = self._retry.delay(attempt, error)
-                if pause is None:
-                    raise
+                return await self._post(operation, batch)
+            except _RETRYABLE:
                 await asyncio.sleep(pause)
-                attempt += 1
+        return await self._post(operation, batch)  # the last attempt: its error is the caller's
+
+    async def _post(self, operation: str, batch: tuple[str, ...]) -> RolloutRemoval:
+        body = {"rollout_ids": list(batch)}
+        response = await self._request("POST", self._root + REMOVAL_ROUTES[operation], body)
+        return _removal_of(batch, _interpret(response))
+
+    async def _request(self, method: str, url: str, body: object = None) -> httpx.Response:
+        try:
+            return await self._http.request(method, url, json=body)
+        except httpx.TransportError as error:
+            raise _transport_error(error, url) from error
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -1,7 +1,7 @@
 """The HTTP control plane: FastAPI routes that read manifests, retire and delete (SPEC.md R-HTTP-1..3).
 
 ``create_app(ledger, auth_token=...)`` serves any ``CaptureLedger`` (sync or async methods) under
-``/training-token-capture/control``:
+``/training-token-capture/control`` (the paths are in ``capture_ledger.impl.http.routes``):
 
 - ``GET  /rollouts/{rollout_id}/manifest`` -> 200 manifest; 400 invalid ID; 410 retired (R-READ-3).
 - ``POST /rollouts/retire`` and ``POST /rollouts/delete`` with ``{"rollout_ids": [...]}`` -> 200
@@ -25,10 +25,18 @@ from __future__ import annotations
 
 import hmac
 import inspect
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from capture_ledger.impl.http.auth import validate_bearer_token
 from capture_ledger.impl.http.metrics import CONTENT_TYPE, LedgerMetrics
+from capture_ledger.impl.http.routes import (
+    MANIFEST_ROUTE,
+    METRICS_ROUTE,
+    OPENAPI_ROUTE,
+    PREFIX,
+    REMOVAL_ROUTES,
+)
 from capture_ledger.spec.core.errors import (
     CaptureLedgerError,
     ConflictingRecordError,
@@ -54,9 +62,6 @@ __all__ = [
     "create_app",
 ]
 
-#: Where the control routes live (the upstream model server's path).
-PREFIX = "/training-token-capture/control"
-
 #: One status per error class, most specific first (R-HTTP-3; the client maps them back, R-HTTP-5).
 STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
     (RolloutRetiredError, 410),
@@ -64,6 +69,13 @@ STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
     (ConflictingRecordError, 409),
     (CaptureLedgerError, 400),
 )
+
+
+#: The summary of each removal route in the OpenAPI document.
+_REMOVAL_SUMMARIES = {
+    "retire": "Retire rollouts: remove their ledgers and fence late writes",
+    "delete": "Delete rollouts: remove their ledgers and fences",
+}
 
 
 class RemovalRequest(BaseModel):
@@ -218,7 +230,7 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
             raise _LedgerRefusedError(error) from error
 
     @app.get(
-        f"{PREFIX}/rollouts/{{rollout_id}}/manifest",
+        PREFIX + MANIFEST_ROUTE,
         response_model=ManifestBody,
         responses=_responses(400, 401, 410),
         dependencies=[bearer],
@@ -229,37 +241,29 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
         validate_rollout_id(rollout_id)  # before the ledger sees it (R-ID-1)
         return JSONResponse(await call("manifest", rollout_id))
 
-    async def remove(operation: str, body: RemovalRequest) -> JSONResponse:
-        batch = validate_rollout_ids(body.rollout_ids)  # whole batch before any change (R-BATCH-2)
-        result = await call(operation, batch)
-        removal = {"removed": list(result["removed"]), "absent": list(result["absent"])}
-        metrics.count_removal(operation, removal)
-        return JSONResponse(removal)
+    def removal(operation: str) -> Callable[[RemovalRequest], Awaitable[JSONResponse]]:
+        async def remove(body: RemovalRequest) -> JSONResponse:
+            batch = validate_rollout_ids(body.rollout_ids)  # whole batch before any change (R-BATCH-2)
+            result = await call(operation, batch)
+            removed = {"removed": list(result["removed"]), "absent": list(result["absent"])}
+            metrics.count_removal(operation, removed)
+            return JSONResponse(removed)
 
-    @app.post(
-        f"{PREFIX}/rollouts/retire",
-        response_model=RemovalBody,
-        responses=_responses(400, 401, 422),
-        dependencies=[bearer],
-        summary="Retire rollouts: remove their ledgers and fence late writes",
-        tags=["rollouts"],
-    )
-    async def retire(body: RemovalRequest) -> JSONResponse:
-        return await remove("retire", body)
+        return remove
 
-    @app.post(
-        f"{PREFIX}/rollouts/delete",
-        response_model=RemovalBody,
-        responses=_responses(400, 401, 422),
-        dependencies=[bearer],
-        summary="Delete rollouts: remove their ledgers and fences",
-        tags=["rollouts"],
-    )
-    async def delete(body: RemovalRequest) -> JSONResponse:
-        return await remove("delete", body)
+    for operation, summary in _REMOVAL_SUMMARIES.items():
+        app.post(
+            PREFIX + REMOVAL_ROUTES[operation],
+            response_model=RemovalBody,
+            responses=_responses(400, 401, 422),
+            dependencies=[bearer],
+            summary=summary,
+            tags=["rollouts"],
+            name=operation,
+        )(removal(operation))
 
     @app.get(
-        f"{PREFIX}/metrics",
+        PREFIX + METRICS_ROUTE,
         response_class=Response,
         responses={200: {"content": {CONTENT_TYPE: {}}}, **_responses(401)},
         dependencies=[bearer],
@@ -269,7 +273,7 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
     async def read_metrics() -> Response:
         return Response(await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE)
 
-    @app.get(f"{PREFIX}/openapi.json", include_in_schema=False)
+    @app.get(PREFIX + OPENAPI_ROUTE, include_in_schema=False)
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 

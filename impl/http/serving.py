@@ -1,5 +1,11 @@
-"""Running a control-plane server on loopback for tests, benchmarks and scripts (SPEC.md R-HTTP-1).
+"""Running the control plane as a server: the worker processes of ``capture-ledger serve``, and servers on
+loopback for tests, benchmarks and scripts (SPEC.md R-HTTP-1, R-STORE-2).
 
+- ``export_environment``, ``app_from_environment``, ``listening_socket``, ``run_workers``: what
+  ``capture-ledger serve`` runs. The socket is bound once; each uvicorn worker process builds its app in
+  factory mode from the environment (``app_from_environment``) and so opens its own ledger handle on the
+  shared directory, as the workers of one model server do; the store's striped locks make them safe
+  together (R-STORE-2). At shutdown a worker closes its ledger.
 - ``ServerProcess``: ``capture-ledger serve`` as a separate process (one or several uvicorn workers) on a
   port the kernel picks; the context manager returns once the server answers an authenticated request,
   and stops it (SIGTERM, then SIGKILL after a grace period) on exit.
@@ -7,7 +13,8 @@
   thread starts, for callers that need many short-lived apps in one process (the HTTP conformance test).
 
 Not guaranteed: that the port stays free between runs, any TLS, or a server reachable from other hosts
-(both bind to 127.0.0.1 unless told otherwise).
+(both test servers bind to 127.0.0.1 unless told otherwise); a token kept secret from processes of the
+same user (the workers receive it in their environment, which such processes can read).
 """
 
 from __future__ import annotations
@@ -23,16 +30,169 @@ import threading
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import IO, Any, Self
 
 import httpx
 import uvicorn
-from capture_ledger.impl.http.server import PREFIX
+from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX
+from capture_ledger.impl.http.server import create_app
+from capture_ledger.impl.store.file_store import open_file_store
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.importer import import_from_string
+from uvicorn.supervisors import Multiprocess
 
-__all__ = ["TOKEN_ENV", "ServerProcess", "ServerThread", "wait_until_answering"]
+__all__ = [
+    "DIRECTORY_ENV",
+    "LEDGER_ENV",
+    "ServerProcess",
+    "ServerThread",
+    "app_from_environment",
+    "export_environment",
+    "listening_socket",
+    "run_workers",
+    "wait_until_answering",
+]
 
-#: The environment variable holding the bearer token of ``capture-ledger serve`` and its clients.
-TOKEN_ENV = "CAPTURE_LEDGER_TOKEN"
+#: Where a worker finds the directory it serves (set by ``export_environment`` before any worker starts).
+DIRECTORY_ENV = "CAPTURE_LEDGER_SERVE_DIR"
+#: ``module:callable`` opening the served ledger from the directory; unset for the file store.
+LEDGER_ENV = "CAPTURE_LEDGER_SERVE_LEDGER"
+
+
+# ---------------------------------------------------------------------------------- the workers of serve
+class _ClosingApp:
+    """Close the worker's ledger at shutdown (the app itself has no lifespan of its own)."""
+
+    def __init__(self, app: ASGIApp, ledger: Any) -> None:
+        self.app = app
+        self.ledger = ledger
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def close(self) -> None:
+        """Close the ledger, if it can be closed."""
+        close = getattr(self.ledger, "close", None)
+        if callable(close):
+            close()
+
+
+def export_environment(directory: Path, *, token: str, ledger: str | None = None) -> None:
+    """Set what ``app_from_environment`` reads, then build one app and close it, to fail here and once.
+
+    Worker processes are spawned: they read their configuration from the environment they inherit.
+
+    Args:
+        directory: the directory the served ledger is kept in.
+        token: the bearer token (already checked by the caller).
+        ledger: ``module:callable`` opening the ledger from ``directory``; ``None`` for the file store
+            (or for ``$CAPTURE_LEDGER_SERVE_LEDGER`` when it is set).
+
+    Raises:
+        Exception: whatever opening the ledger raised, or a ``ValueError`` for a token ``create_app``
+            refuses.
+    """
+    os.environ[DIRECTORY_ENV] = str(directory)
+    os.environ[TOKEN_ENV] = token
+    if ledger is not None:
+        os.environ[LEDGER_ENV] = ledger
+    probe = app_from_environment()
+    assert isinstance(probe, _ClosingApp)
+    probe.close()
+
+
+def app_from_environment() -> ASGIApp:
+    """The app of one worker process: its own ledger handle on ``$CAPTURE_LEDGER_SERVE_DIR``.
+
+    uvicorn calls this (factory mode) in every worker, so no ledger handle is shared between processes.
+    The ledger is opened by ``$CAPTURE_LEDGER_SERVE_LEDGER`` (``module:callable``, resolved as uvicorn
+    resolves its own targets) when it is set, else it is a ``FileLineageStore``.
+
+    Raises:
+        KeyError: the environment lacks the directory or the token (``export_environment`` sets both).
+        ValueError: the token is not a valid bearer token.
+    """
+    directory = Path(os.environ[DIRECTORY_ENV])
+    target = os.environ.get(LEDGER_ENV)
+    ledger = open_file_store(directory) if target is None else import_from_string(target)(directory)
+    return _ClosingApp(create_app(ledger, auth_token=os.environ[TOKEN_ENV]), ledger)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port`` 0: the kernel picks one) and listening.
+
+    Args:
+        host: an IPv4 or IPv6 address.
+        port: the port, or 0.
+
+    Returns:
+        The socket; ``getsockname()[1]`` is its port.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto says TCP;
+    # without it every response waits ~40 ms for a delayed ACK (measured: 50 ms against 1 ms a request,
+    # docs/http.md).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    return sock
+
+
+def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log: bool) -> None:
+    """Serve on ``sock`` with ``workers`` uvicorn processes (one: this process) until told to stop.
+
+    Args:
+        sock: the bound socket (``listening_socket``); the workers inherit it.
+        workers: worker processes, at least 1; each builds its app with ``app_from_environment``.
+        log_level: uvicorn's log level.
+        access_log: log every request.
+    """
+    sock.set_inheritable(True)  # the workers receive it
+    config = uvicorn.Config(
+        f"{__name__}:app_from_environment",
+        factory=True,
+        workers=workers,
+        log_level=log_level,
+        access_log=access_log,
+        timeout_graceful_shutdown=5,
+    )
+    if workers == 1:
+        uvicorn.Server(config).run(sockets=[sock])
+    else:
+        Multiprocess(config, sockets=[sock]).run()
+
+
+# ---------------------------------------------------------------------------------- servers for tests
+class _Served:
+    """A server started on entering a ``with`` block and stopped on leaving it."""
+
+    def start(self) -> Self:
+        """Start serving and return once the server answers."""
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        """Stop serving and release what the server holds."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.stop()
 
 
 def wait_until_answering(url: str, *, token: str, timeout: float = 30.0, alive: Any = None) -> None:
@@ -54,7 +214,7 @@ def wait_until_answering(url: str, *, token: str, timeout: float = 30.0, alive: 
         if alive is not None and not alive():
             raise RuntimeError(f"the server at {url} exited before it answered")
         try:
-            if httpx.get(f"{url}{PREFIX}/metrics", headers=headers, timeout=2.0).status_code == 200:
+            if httpx.get(f"{url}{PREFIX}{METRICS_ROUTE}", headers=headers, timeout=2.0).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -63,7 +223,7 @@ def wait_until_answering(url: str, *, token: str, timeout: float = 30.0, alive: 
         time.sleep(0.02)
 
 
-class ServerProcess:
+class ServerProcess(_Served):
     """``capture-ledger serve`` in a child process, on a loopback port chosen by the kernel."""
 
     def __init__(
@@ -94,7 +254,8 @@ class ServerProcess:
         self.startup_timeout = startup_timeout
         self.url = ""
         self._process: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
+        self._stderr: IO[bytes] | None = None  # the running child's standard error
+        self._last_log = ""
 
     @property
     def pid(self) -> int:
@@ -122,7 +283,10 @@ class ServerProcess:
         if self.ledger is not None:
             command += ["--ledger", self.ledger]
         environment = {**os.environ, TOKEN_ENV: self.token}
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._log, env=environment)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=self._stderr, env=environment
+        )
         assert self._process.stdout is not None
         line = self._process.stdout.readline()  # serve prints one JSON line once its socket is bound
         try:
@@ -140,9 +304,11 @@ class ServerProcess:
         return self._process is not None and self._process.poll() is None
 
     def log(self) -> str:
-        """What the server wrote to its standard error so far."""
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
+        """What the server wrote to its standard error so far (or before it was last stopped)."""
+        if self._stderr is None:
+            return self._last_log
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
 
     def stop(self, *, grace: float = 15.0) -> int | None:
         """Stop the server (SIGTERM, then SIGKILL after ``grace`` seconds) and return its exit code."""
@@ -158,28 +324,19 @@ class ServerProcess:
                 process.wait()
         if process.stdout is not None:
             process.stdout.close()
+        self._last_log = self.log()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
         return process.returncode
 
-    def __enter__(self) -> Self:
-        return self.start()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()
-        self._log.close()
-
-
-class ServerThread:
+class ServerThread(_Served):
     """uvicorn serving ``app`` in a daemon thread of this process, on a loopback port."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1") -> None:
         """Bind the socket now (so the port is known before any request), serve on ``start``."""
-        # proto=IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto says
-        # TCP; without it every response waits ~40 ms for a delayed ACK (measured; see docs/http.md).
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        self._socket.bind((host, 0))
-        self._socket.listen(128)
+        self._socket = listening_socket(host, 0)
         self.url = f"http://{host}:{self._socket.getsockname()[1]}"
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
         self._server = uvicorn.Server(config)
@@ -205,11 +362,3 @@ class ServerThread:
         if self._thread.is_alive():
             self._thread.join(30.0)
         self._socket.close()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -1,0 +1,92 @@
+"""Targets: ``module:callable`` names of ledger factories, as ``verify`` and ``serve --ledger`` take them
+(SPEC.md R-KIT-1).
+
+``load_target("mypkg.ledgers:open_ledger")`` imports ``mypkg.ledgers`` (the current directory is put on
+``sys.path`` first, so a project's own modules import) and returns its ``open_ledger``; a dotted attribute
+(``module:Class.opener``) is followed part by part. Anything that stops it is a ``TargetError``, a
+``UsageError`` whose message quotes the target as the user wrote it and says what went wrong: not of the
+form ``module:callable``, no such module, importing the module raised (the error's class and message, and
+which module was missing when it was a dependency), no such attribute, or not callable. The dispatcher
+prints it and exits 2.
+
+Not guaranteed: that the callable opens a ledger (the commands find out when they call it); the messages'
+wording.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from capture_ledger.impl.cli.options import UsageError
+
+__all__ = ["FILE_STORE_TARGET", "TargetError", "load_target"]
+
+#: The production file store's factory (``open_file_store(directory)``).
+FILE_STORE_TARGET = "capture_ledger.impl.store.file_store:open_file_store"
+
+_EXAMPLE = "mypkg.ledgers:open_ledger"
+
+
+class TargetError(UsageError):
+    """A target that cannot be loaded; the message names it as written.
+
+    Attributes:
+        target: the target as the user wrote it.
+    """
+
+    def __init__(self, target: str, problem: str) -> None:
+        super().__init__(f"cannot load target {target!r}: {problem}")
+        self.target = target
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _is_the_module_or_a_parent(missing: str | None, module_name: str) -> bool:
+    return missing is not None and (module_name == missing or module_name.startswith(missing + "."))
+
+
+def load_target(target: str) -> Callable[[Path], Any]:
+    """Import ``module:callable`` and return the callable.
+
+    Args:
+        target: ``module:attribute``, the attribute possibly dotted (``module:Class.opener``).
+
+    Returns:
+        The callable the target names.
+
+    Raises:
+        TargetError: the target is malformed, its module is missing or raised while importing, the
+            attribute is missing, or it is not callable.
+    """
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name.strip() or not attribute.strip():
+        raise TargetError(target, f"a target is module:callable, e.g. {_EXAMPLE}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except Exception as error:
+        if isinstance(error, ModuleNotFoundError) and _is_the_module_or_a_parent(error.name, module_name):
+            raise TargetError(target, f"no module named {error.name!r}") from error
+        raise TargetError(target, f"importing {module_name} raised {_described(error)}") from error
+    walked = module_name
+    missing = object()
+    for part in attribute.split("."):
+        try:
+            found = getattr(value, part, missing)
+        except Exception as error:  # a module's __getattr__ may load more, and fail
+            raise TargetError(target, f"reading {walked}.{part} raised {_described(error)}") from error
+        if found is missing:
+            raise TargetError(target, f"{walked} has no attribute {part!r}")
+        value, walked = found, f"{walked}.{part}"
+    if not callable(value):
+        raise TargetError(target, f"{walked} is a {type(value).__name__}, not a callable")
+    factory: Callable[[Path], Any] = value
+    return factory

@@ -1,0 +1,163 @@
+"""The command line itself: targets, usage errors and what building the parser imports (impl/cli).
+
+What it proves: a ``module:callable`` target that cannot be loaded (malformed, no such module or parent
+package, a module whose import raises or lacks a dependency, no such attribute, not callable) is exit 2
+with one line on standard error that quotes the target as written and says what went wrong, for
+``verify`` and for ``serve --ledger`` alike; a good target loads from the current directory; usage
+mistakes are exit 2; and ``capture-ledger spec --help``, building the parser and a short ``verify`` run
+import none of the HTTP stack (checked in a fresh interpreter).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.cli.targets import TargetError, load_target
+from capture_ledger.reference.mutants import open_reference
+
+HTTP_STACK = ("fastapi", "starlette", "uvicorn", "httpx")
+
+
+@pytest.fixture
+def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory on ``sys.path`` holding small target modules (names unique to this test file)."""
+    (tmp_path / "cli_targets_ok.py").write_text(
+        "from capture_ledger.reference.mutants import open_reference\n"
+        "class Openers:\n"
+        "    reference = staticmethod(open_reference)\n"
+        "NOT_CALLABLE = 42\n"
+    )
+    (tmp_path / "cli_targets_raises.py").write_text("raise RuntimeError('the import blew up')\n")
+    (tmp_path / "cli_targets_needs.py").write_text("import cli_targets_absent_dependency\n")
+    (tmp_path / "cli_targets_syntax.py").write_text("def broken(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("target", "problem"),
+    [
+        ("no-colon-here", "a target is module:callable"),
+        ("cli_targets_ok:", "a target is module:callable"),
+        (":open", "a target is module:callable"),
+        ("cli_targets_nowhere:open", "no module named 'cli_targets_nowhere'"),
+        ("cli_targets_nowhere.sub:open", "no module named 'cli_targets_nowhere'"),
+        ("cli_targets_raises:open", "importing cli_targets_raises raised RuntimeError: the import blew up"),
+        (
+            "cli_targets_needs:open",
+            "importing cli_targets_needs raised ModuleNotFoundError: "
+            "No module named 'cli_targets_absent_dependency'",
+        ),
+        ("cli_targets_syntax:open", "importing cli_targets_syntax raised SyntaxError"),
+        ("cli_targets_ok:missing", "cli_targets_ok has no attribute 'missing'"),
+        ("cli_targets_ok:Openers.missing", "cli_targets_ok.Openers has no attribute 'missing'"),
+        ("cli_targets_ok:NOT_CALLABLE", "cli_targets_ok.NOT_CALLABLE is a int, not a callable"),
+    ],
+)
+def test_a_target_that_cannot_be_loaded_is_exit_2_naming_it(
+    modules: Path, target: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(TargetError) as raised:
+        load_target(target)
+    assert raised.value.target == target
+    assert main(["verify", target]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"capture-ledger verify: cannot load target {target!r}: ")
+    assert problem in err and err.count("\n") == 1, err
+
+
+def test_a_good_target_loads_including_a_dotted_attribute(modules: Path) -> None:
+    assert load_target("cli_targets_ok:open_reference") is open_reference
+    assert load_target("cli_targets_ok:Openers.reference") is open_reference
+
+
+def test_serve_reports_a_bad_ledger_target_before_binding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("cli-token")
+    args = ["serve", "--dir", str(tmp_path / "lineage"), "--port", "0", "--token-file", str(token)]
+    assert main([*args, "--ledger", "cli_targets_nowhere:open"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no URL announced: nothing was bound
+    assert "capture-ledger serve: cannot load target 'cli_targets_nowhere:open'" in err
+    assert not (tmp_path / "lineage").exists()
+
+
+def test_serve_reports_a_ledger_that_cannot_be_opened(tmp_path: Path) -> None:
+    """A factory that raises: exit 2 with its error, nothing announced (in a child: serve sets os.environ)."""
+    (tmp_path / "cli_targets_refuses.py").write_text(
+        "def open_ledger(directory):\n    raise PermissionError(f'no access to {directory}')\n"
+    )
+    token = tmp_path / "token"
+    token.write_text("cli-token")
+    command = [sys.executable, "-m", "capture_ledger.impl.cli.main", "serve", "--dir", "lineage"]
+    command += ["--port", "0", "--token-file", str(token), "--ledger", "cli_targets_refuses:open_ledger"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "capture-ledger serve: cannot open" in done.stderr
+    assert "with cli_targets_refuses:open_ledger: PermissionError: no access to" in done.stderr
+
+
+def test_verify_loads_a_target_from_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "cli_targets_here.py").write_text(
+        "from capture_ledger.reference.mutants import open_reference as open_ledger\n"
+    )
+    command = [sys.executable, "-m", "capture_ledger.impl.cli.main", "verify", "cli_targets_here:open_ledger"]
+    command += ["--profile", "ci", "--max-examples", "3"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "cli_targets_here:open_ledger (handles=1, profile=ci): conforms" in done.stdout
+
+
+@pytest.mark.parametrize("option", ["--handles", "--max-examples"])
+def test_verify_refuses_fewer_than_one(option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", option, "0"]) == 2
+    assert capsys.readouterr().err == f"capture-ledger verify: {option} must be at least 1\n"
+
+
+def _imported_after(code: str) -> list[str]:
+    """Which modules of the HTTP stack a fresh interpreter has loaded after running ``code``."""
+    probe = (
+        f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {HTTP_STACK!r} if m in sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, check=True
+    )
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_building_the_parser_and_spec_help_import_no_http_stack() -> None:
+    code = (
+        "from capture_ledger.impl.cli.main import build_parser, main\n"
+        "build_parser()\n"
+        "try:\n    main(['spec', '--help'])\nexcept SystemExit as stop:\n    assert stop.code == 0\n"
+    )
+    assert _imported_after(code) == []
+
+
+def test_a_verify_run_imports_no_http_stack() -> None:
+    code = (
+        "from capture_ledger.impl.cli.main import main\n"
+        "assert main(['verify', '--profile', 'ci', '--max-examples', '2']) == 0\n"
+    )
+    assert _imported_after(code) == []
+
+
+def test_the_serve_command_does_import_it_when_it_runs() -> None:
+    """The probe can see the stack: a ``serve`` that fails after loading it shows it imported."""
+    code = (
+        "import os\n"
+        "os.environ['CAPTURE_LEDGER_TOKEN'] = 'cli-token'\n"
+        "from capture_ledger.impl.cli.main import main\n"
+        "assert main(['serve', '--dir', '.', '--workers', '0']) == 2\n"  # refused before the stack loads
+        "assert main(['serve', '--dir', '/dev/null/x', '--port', '0']) == 2\n"  # refused after it loads
+    )
+    assert _imported_after(code) == ["fastapi", "httpx", "starlette", "uvicorn"]
