@@ -26,7 +26,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from capture_ledger.impl.http.server import PREFIX, create_app
+from capture_ledger.impl.http.routes import PREFIX
+from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.http.serving import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec.kit.profiles import profile_settings

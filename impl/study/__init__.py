@@ -1,6 +1,8 @@
 """Tools that study the real store's protocol; nothing on the production path imports them.
 
-The interleaving scheduler (``scheduling``, ``interleave``, ``scenarios``), the recording seam and crash
-explorer (``recording``, ``crash``), the ordering study's report and pictures (``report``, ``pictures``),
-fault injection (``faults``) and multi-process histories (``histories``).
+Study-only variants of the store, each switching one step off (``variants``); the interleaving scheduler
+(``scheduling``, ``interleave``, ``scenarios``, ``invariants``); the recording seam and crash explorer
+(``recording``, ``crash``), the crash study's catalogue, report and pictures (``workloads``, ``report``,
+``pictures``); fault injection (``faults``); multi-process workloads (``histories``); and calls into the code
+under study with a time budget (``bounded``).
 """

@@ -4,8 +4,9 @@ The checkers that study a store (the crash explorer, the interleaving scheduler)
 broken in any way: it may raise anything, or never return. ``BoundedCaller.call(fn)`` runs ``fn`` on a
 daemon thread of the caller's own and waits at most ``budget`` seconds for it; the answer is
 ``Returned(value)``, ``Raised(error)`` or ``Hung(budget)``, never an exception of ``fn``'s and never a wait
-longer than the budget. One thread serves call after call (handing a call to it costs tens of
-microseconds, starting a thread per call costs ten times more); after a hang a new one is started.
+longer than the budget. It is the conformance kit's ``CallRunner`` (``spec/kit/calls.py``: one worker
+thread serves call after call) with one difference: after a hang the caller starts a new worker and goes
+on, since a study judges many independent images or schedules, each with its own store.
 
 Not guaranteed: that a thread which hung ever ends (Python cannot stop a thread). It is a daemon, so it
 does not keep the interpreter alive, but whatever it holds (descriptors, locks, a directory it works in)
@@ -16,11 +17,11 @@ above any healthy call), and what depends on them is a verdict, never a count.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from capture_ledger.spec.kit.calls import CallHung, CallRunner
 
 __all__ = ["BoundedCaller", "Hung", "Outcome", "Raised", "Returned"]
 
@@ -55,17 +56,6 @@ class Hung:
 #: What ``BoundedCaller.call`` answers.
 Outcome = Returned[T] | Raised | Hung
 
-_Request = tuple[Callable[[], object], "queue.SimpleQueue[Returned[object] | Raised]"]
-
-
-def _serve(requests: queue.SimpleQueue[_Request | None]) -> None:
-    while (request := requests.get()) is not None:
-        call, reply = request
-        try:
-            reply.put(Returned(call()))
-        except Exception as error:
-            reply.put(Raised(error))
-
 
 class BoundedCaller:
     """Runs calls one at a time on a daemon thread, each within ``budget`` seconds (module docstring).
@@ -81,7 +71,7 @@ class BoundedCaller:
         self.budget = budget
         self.name = name
         self.hangs = 0
-        self._requests: queue.SimpleQueue[_Request | None] | None = None
+        self._runner = CallRunner(budget, name=name)
 
     def call(self, fn: Callable[[], T]) -> Outcome[T]:
         """Run ``fn`` and wait for it at most ``budget`` seconds.
@@ -89,23 +79,15 @@ class BoundedCaller:
         Returns:
             ``Returned`` with its value, ``Raised`` with its exception, or ``Hung``.
         """
-        if self._requests is None:
-            self._requests = queue.SimpleQueue()
-            worker = threading.Thread(target=_serve, args=(self._requests,), name=self.name, daemon=True)
-            worker.start()
-        reply: queue.SimpleQueue[Returned[object] | Raised] = queue.SimpleQueue()
-        self._requests.put((fn, reply))
         try:
-            answer = reply.get(timeout=self.budget)
-        except queue.Empty:
+            return Returned(self._runner.run(self.name, fn))
+        except CallHung:
             self.hangs += 1
-            self._requests.put(None)  # the abandoned thread ends if the call ever returns
-            self._requests = None
+            self._runner = CallRunner(self.budget, name=self.name)  # the hung worker is abandoned
             return Hung(self.budget)
-        return answer  # type: ignore[return-value]  # Returned[object] holds fn's T
+        except Exception as error:
+            return Raised(error)
 
     def close(self) -> None:
         """Let the worker thread end (after the call it is running, if any)."""
-        if self._requests is not None:
-            self._requests.put(None)
-            self._requests = None
+        self._runner.close()

@@ -167,10 +167,12 @@ class CallRunner:
 
     Args:
         budget: seconds per call (``math.inf``: wait for ever).
+        name: the worker thread's name (shown in stack dumps of a hung call).
     """
 
-    def __init__(self, budget: float) -> None:
+    def __init__(self, budget: float, *, name: str = "capture-ledger-kit-call") -> None:
         self.budget = budget
+        self.name = name
         self.hung: CallHung | None = None
         self._abandoned = False
         self._ready = threading.Lock()
@@ -203,7 +205,7 @@ class CallRunner:
         if self._abandoned:
             raise RuntimeError("the kit's calls were interrupted; this machine makes no more calls")
         if self._thread is None:
-            self._thread = threading.Thread(target=self._serve, name="capture-ledger-kit-call", daemon=True)
+            self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
             self._thread.start()
         self._job = job
         self._ready.release()
