@@ -24,6 +24,7 @@ from capture_ledger.spec.crash.durability import (
     DiskImage,
     Effect,
     Fsync,
+    NoJournalExt4,
     SyncDir,
     Syncfs,
     Truncate,
@@ -138,11 +139,15 @@ def traces(draw: st.DrawFn) -> list[Effect]:
 
 @given(traces())
 def test_models_nest(effects: list[Effect]) -> None:
-    """Each model allows at least what the stronger one does; the no-crash image is always allowed."""
+    """Each model allows at least what the stronger one does; the no-crash image is always allowed. Tiny
+    blocks (2 bytes) make every line span blocks, so zeroed blocks inside complete lines are exercised."""
     journaled = images("journaled", Baseline(), effects)
     weak = images("weakest-posix", Baseline(), effects)
     ext4 = images("ext4-nojournal", Baseline(), effects)
     assert journaled <= weak <= ext4
+    before = set(NoJournalExt4(block_size=0).space(Baseline(), effects))
+    tiny = set(NoJournalExt4(block_size=2).space(Baseline(), effects))
+    assert weak <= before <= ext4 and before <= tiny
     final: dict[str, bytes] = {}
     entries: dict[int, str] = {}
     for effect in effects:
@@ -156,6 +161,50 @@ def test_models_nest(effects: list[Effect]) -> None:
         elif isinstance(effect, Truncate) and entries[effect.inode] in final:
             final[entries[effect.inode]] = final[entries[effect.inode]][: effect.size]
     assert DiskImage.of(final) in journaled
+
+
+def test_unsynced_blocks_may_read_as_zeros_without_a_journal() -> None:
+    """Real ext4 without a journal left a new ledger at its full size holding NUL bytes (the inode reached
+    the disk, the data block did not; docs/crash.md §The kernel study): ext4-nojournal allows it, the
+    journaled models and the model as it stood before (block_size=0) do not."""
+    effects: list[Effect] = [Create(LEDGER, 1), Write(1, LINE), SyncDir()]
+    zeros = DiskImage.of({LEDGER: bytes(len(LINE))})
+    assert zeros in images("ext4-nojournal", Baseline(), effects)
+    assert zeros not in set(NoJournalExt4(block_size=0).space(Baseline(), effects))
+    for model in ("journaled", "weakest-posix"):
+        assert not any(b"\0" in d for i in images(model, Baseline(), effects) for _, d in i.files), model
+    synced: list[Effect] = [*effects, Fsync(1)]
+    assert images("ext4-nojournal", Baseline(), synced) == {DiskImage.of({LEDGER: LINE})}
+
+
+def test_a_row_across_a_lost_block_reads_as_a_corrupt_line() -> None:
+    """A row spanning a block boundary whose first block was lost reads as NULs then the row's end: a
+    complete line that is not a row. The model knows the block size; with 4 KiB blocks nothing spans."""
+    rows = b"".join(b'{"record":{"model_call_id":"c%02d","value":1}}\n' % i for i in range(22))
+    row = b'{"record":{"model_call_id":"c22","value":1}}\n'
+    assert len(rows) == 990 and len(row) == 45
+    base = Baseline(((LEDGER, 1, rows),))
+    effects: list[Effect] = [Write(1, row)]
+    corrupt = DiskImage.of({LEDGER: rows + bytes(1024 - 990) + row[1024 - 990 :]})
+    assert corrupt in set(NoJournalExt4(block_size=1024).space(base, effects))
+    assert corrupt not in images("ext4-nojournal", base, effects)  # 4 KiB blocks: no boundary inside
+    tails = {i.as_dict()[LEDGER] for i in images("ext4-nojournal", base, effects)}
+    assert rows + bytes(len(row)) in tails  # the whole row lost: a torn tail of NULs
+
+
+def test_a_new_block_may_read_as_a_removed_files_bytes_without_a_journal() -> None:
+    """The kernel study saw a re-created ledger come back holding the rows of the ledger a delete removed:
+    its new block was the old one's, and only the inode reached the disk. ext4-nojournal allows it, for
+    bytes removed in the trace and before it (``Baseline.freed``); the journaled models do not."""
+    old = b'{"record":{"model_call_id":"a","value":1}}\n'
+    new = b'{"record":{"model_call_id":"b","value":1}}\n'
+    effects: list[Effect] = [Unlink(LEDGER, 1), SyncDir(), Create(LEDGER, 2), Write(2, new)]
+    stale = DiskImage.of({LEDGER: old})
+    assert stale in images("ext4-nojournal", Baseline(((LEDGER, 1, old),)), effects)
+    assert stale not in images("weakest-posix", Baseline(((LEDGER, 1, old),)), effects)
+    before: list[Effect] = [Create(LEDGER, 2), Write(2, new)]
+    assert stale not in images("ext4-nojournal", Baseline(), before)
+    assert stale in images("ext4-nojournal", Baseline(freed=(old,)), before)
 
 
 def live(*calls: str, fenced: bool = False) -> Live:

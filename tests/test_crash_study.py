@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.crash import StoreConfig, explore, record
+from capture_ledger.impl.study.kernel.workloads import KERNEL_WORKLOADS
 from capture_ledger.impl.study.recording import Invoke, Return
 from capture_ledger.impl.study.report import Study, study
 from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.impl.study.workloads import EXPECTED, SMALL, STEPS, WORKLOADS
-from capture_ledger.spec.crash.durability import describe_effect
+from capture_ledger.spec.crash.durability import NoJournalExt4, describe_effect
 
 
 @pytest.fixture(scope="module")
@@ -105,14 +106,16 @@ def test_small_study_matches_the_pinned_matrix(small_study: Study) -> None:
 
 
 #: The search space of the default store, pinned per workload: crash points (effects + 1), and the images
-#: judged under journaled, weakest-posix and ext4-nojournal (STYLE: pin the search space).
+#: judged under journaled, weakest-posix and ext4-nojournal (STYLE: pin the search space). Under
+#: ext4-nojournal a lost block reads as zeros or, for a new block, as a removed file's bytes: images the
+#: kernel study showed (docs/crash.md §The kernel study).
 DEFAULT_SPACE = {
-    "record-new": (5, 11, 11, 11),
+    "record-new": (5, 11, 11, 12),
     "retire-live": (6, 10, 11, 23),
     "retire-overlap": (4, 5, 5, 7),
     "retire-retry-eio": (3, 4, 4, 5),
-    "delete-reuse": (7, 14, 14, 14),
-    "retire-delete-reuse": (10, 20, 21, 24),
+    "delete-reuse": (7, 14, 14, 16),
+    "retire-delete-reuse": (10, 20, 21, 26),
 }
 
 
@@ -191,3 +194,16 @@ def test_syncfs_covers_fences_it_did_not_write(tmp_path: Path) -> None:
     for name in ("retire-overlap", "retire-retry-eio", "retire-retry-fsync-eio"):
         recording = record(WORKLOADS[name], config, tmp_path / name)
         assert explore(recording, "ext4-nojournal").verdict == "ok", name
+
+
+def test_a_lost_first_block_makes_a_ledger_unreadable_without_a_journal(tmp_path: Path) -> None:
+    """An expected finding against the store (docs/crash.md §The kernel study): on ext4 without a journal a
+    crash during the fsync of a row that spans a block boundary can keep the second block and lose the
+    first, leaving a complete line of NULs and the row's end. The store reads it as a corrupt line, so
+    the rollout cannot be read at all (R-STATE-3) and ``check`` reports corruption (R-STORE-8), although
+    only an unacknowledged record was involved (R-CRASH-4 allows losing it, not the ledger). The journaled
+    models never lose a block, and with 4 KiB blocks this ledger spans none."""
+    recording = record(KERNEL_WORKLOADS["record-straddle"], StoreConfig(), tmp_path)
+    assert explore(recording, NoJournalExt4(block_size=1024)).clauses == {"R-STATE-3", "R-STORE-8"}
+    assert explore(recording, "ext4-nojournal").verdict == "ok"
+    assert explore(recording, "journaled").verdict == "ok"

@@ -1,4 +1,5 @@
-"""``capture-ledger crash``: run the crash-consistency study and write its report.
+"""``capture-ledger crash``: the crash-consistency studies — the store under persistence models, and the
+persistence models under the real kernel.
 
 ``capture-ledger crash`` runs the small study (every sync and ordering step switched off in turn, plus the
 default protocol and its ``fence_sync`` options, on the small workloads, under all three persistence
@@ -7,16 +8,30 @@ models) and prints the matrix. ``--full`` adds every guard and the larger, sampl
 one timeline picture per counterexample. Exit code 0 when the default protocol shows no violation under
 the journaled model (the study's own acceptance), 1 otherwise.
 
-Not guaranteed: the wording of the human-readable output.
+``capture-ledger crash --kernel`` runs the kernel study instead (docs/crash.md §The kernel study): each
+workload on a real ext4 image (``--fs``: ``ext4-ordered``, ``ext4-journal``, ``ext4-nojournal``; default
+all three) served through a block-write log, every crash state recovered by the kernel, read back by a
+fresh store and judged, and compared with the matching persistence model. Progress goes to standard
+error; ``--json`` prints one JSON object per file system. Exit code 0 when every state lies inside its
+model and the default protocol keeps the contract on the journaled configurations, 1 otherwise, 2 when the
+machine lacks what it needs (root, ``/dev/fuse``, loop devices, e2fsprogs, the ``kernel`` extra).
+
+Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
+from capture_ledger.impl.study.kernel.workloads import FULL_WORKLOADS, KERNEL_WORKLOADS
 from capture_ledger.impl.study.report import StudyCell, matrix_table, study, write_report
 from capture_ledger.impl.study.workloads import CONFIGS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
@@ -28,16 +43,18 @@ def register(subparsers: Any) -> None:
     """Add the ``crash`` sub-command."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "crash",
-        help="explore crash states of the file store under persistence models; write the ordering study",
+        help="explore crash states of the file store under persistence models (or, with --kernel, check "
+        "the models against real ext4); write the ordering study",
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument("--model", action="append", choices=sorted(MODELS), help="a persistence model")
     parser.add_argument(
         "--workload",
         action="append",
-        choices=sorted(WORKLOADS),
+        choices=sorted(KERNEL_WORKLOADS),
         metavar="NAME",
-        help=f"a workload (repeatable): {', '.join(WORKLOADS)}",
+        help=f"a workload (repeatable): {', '.join(WORKLOADS)}; with --kernel also "
+        f"{', '.join(sorted(set(KERNEL_WORKLOADS) - set(WORKLOADS)))}",
     )
     parser.add_argument(
         "--config",
@@ -50,19 +67,42 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--report", type=Path, metavar="DIR", help="write report.md and SVG pictures here")
     parser.add_argument("--full", action="store_true", help="every configuration and workload")
     parser.add_argument("--budget", type=int, default=256, help="most images judged per crash point")
-    parser.add_argument("--seed", type=int, default=0, help="seed for sampled crash points")
+    parser.add_argument("--seed", type=int, default=0, help="seed for sampled crash points and subsets")
     parser.add_argument("--verbose", action="store_true", help="one line per configuration and workload")
+    kernel = parser.add_argument_group("the kernel study")
+    kernel.add_argument(
+        "--kernel", action="store_true", help="crash states of real ext4 images, recovered by the kernel"
+    )
+    kernel.add_argument(
+        "--fs", action="append", choices=sorted(FILESYSTEMS), help="a file-system configuration (repeatable)"
+    )
+    kernel.add_argument(
+        "--subsets", type=int, default=16, help="most non-prefix subsets of one epoch's writes (seeded)"
+    )
+    kernel.add_argument("--json", action="store_true", help="one JSON object per file system")
     parser.set_defaults(handler=run)
 
 
+def run(args: argparse.Namespace) -> int:
+    """Run the study ``args`` describe; print its results."""
+    if args.kernel:
+        return _run_kernel(args)
+    if args.json or args.fs:
+        raise UsageError("--json and --fs go with --kernel")
+    unknown = sorted(set(args.workload or ()) - set(WORKLOADS))
+    if unknown:
+        raise UsageError(f"workload {', '.join(unknown)} runs with --kernel only")
+    return _run_models(args)
+
+
+# --------------------------------------------------------------------------------------- the models
 def _progress(cell: StudyCell) -> None:
     figures = ", ".join(f"{e.model} {e.images} images {e.verdict}" for e in cell.explorations)
     seconds = sum(e.seconds for e in cell.explorations)
     print(f"  {cell.config} / {cell.workload}: {figures} ({seconds:.1f} s)", file=sys.stderr, flush=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the study ``args`` describe; print the matrix and the figures."""
+def _run_models(args: argparse.Namespace) -> int:
     result = study(
         configs=args.config,
         models=args.model,
@@ -84,3 +124,77 @@ def run(args: argparse.Namespace) -> int:
     if "default" in result.configs and "journaled" in result.models:
         return 0 if result.verdict("default", "journaled") != "violation" else 1
     return 0
+
+
+# --------------------------------------------------------------------------------------- the kernel
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every teardown
+
+
+def _run_kernel(args: argparse.Namespace) -> int:
+    from capture_ledger.impl.study.kernel.host import KernelSetupError, missing
+    from capture_ledger.impl.study.kernel.report import comparison_svg, kernel_study
+    from capture_ledger.impl.study.kernel.study import KernelCell
+
+    if args.model or args.full:
+        raise UsageError("--model and --full go with the model study, not --kernel")
+    lacking = missing()
+    if lacking:
+        raise UsageError("the kernel study cannot run here; it needs " + "; ".join(lacking))
+
+    def cell_done(cell: KernelCell) -> None:
+        clauses = ", ".join(sorted(cell.clauses)) or "none"
+        print(
+            f"  {cell.fs} / {cell.config} / {cell.workload}: {cell.states} states, "
+            f"{cell.inside.get(cell.model, 0)} inside {cell.model}, "
+            f"{cell.outside.get(cell.model, 0)} outside, "
+            f"{cell.model_only.get(cell.model, 0)} model-only; broken: {clauses} "
+            f"({cell.record_seconds:.1f} s recording, {cell.seconds:.1f} s judging)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def tick(title: str, done: int, total: int) -> None:
+        if done and done % 200 == 0:
+            print(f"    {title}: {done}/{total} states", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = kernel_study(
+            file_systems=args.fs,
+            workloads=args.workload or FULL_WORKLOADS,
+            configs=args.config,
+            subsets=args.subsets,
+            seed=args.seed,
+            progress=cell_done,
+            tick=tick,
+        )
+    except KernelSetupError as error:
+        raise UsageError(str(error)) from error
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if args.json:
+        for fs in result.file_systems():
+            print(json.dumps(result.summary(fs)))
+    else:
+        print(result.table())
+        print()
+        for (fs, config), clauses in result.verdicts().items():
+            print(f"{fs} / {config}: {', '.join(sorted(clauses)) or 'no clause broken'}")
+        states = sum(c.states for c in result.cells)
+        judging = sum(c.seconds for c in result.cells)
+        print(
+            f"{states} kernel crash states recovered and judged in {judging:.1f} s "
+            f"({states / judging if judging else 0.0:.0f} states/s); {result.seconds:.1f} s in all"
+        )
+        for cell in result.cells:
+            for finding in cell.findings:
+                if finding.model == cell.model:
+                    print(f"\noutside {finding.model}: {finding.workload} {finding.state}")
+                    print(finding.timeline)
+    if args.report is not None:
+        args.report.mkdir(parents=True, exist_ok=True)
+        (args.report / "kernel.svg").write_text(comparison_svg(result))
+        (args.report / "kernel.md").write_text(result.markdown())
+        print(f"report: {args.report / 'kernel.md'}", file=sys.stderr)
+    return 0 if result.acceptable() else 1

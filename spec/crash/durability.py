@@ -14,8 +14,9 @@ inode. Every model starts from a ``Baseline``: files present and durable before 
 
 Shared rules. A *synced* directory operation is one issued before a later ``SyncDir`` or ``Syncfs``; it is
 always kept. A file's *synced length* is its size at its last ``Fsync`` (or ``Syncfs``); a file that comes
-back holds a prefix of the bytes written to it, at least its synced length (no holes, no garbage: a file
-system that shows zeroed blocks after a crash is outside every model here).
+back is at least its synced length long and at most as long as what was written. Under ``journaled`` and
+``weakest-posix`` it holds a prefix of the bytes written to it (no holes, no garbage); under
+``ext4-nojournal`` its unsynced blocks may read as zeros (below).
 
 ``journaled`` — directory operations persist *in issue order*: the kept ones are a prefix of them that
 includes every synced one. An entry that comes back names its inode (a directory sync persists the entries
@@ -26,24 +27,37 @@ may persist as any prefix. (Real ext4 with a journal promises more; this is the 
 independently of the others (so in any combination and as if in any order); an entry that comes back names
 its inode; an unsynced append may persist as any prefix of its bytes.
 
-``ext4-nojournal`` — as measured on these machines (docs/architecture.md §Facts): as ``weakest-posix``, and
-in addition a
-directory sync persists a new *entry* but not the new *inode* it names. An inode is durable only once it is
-fsynced, flushed by ``Syncfs``, or was in the baseline. An entry naming a non-durable inode comes back
-either dropped (fsck removes the dangling entry) or as a file holding any prefix of its bytes, the empty
-file included.
+``ext4-nojournal`` — as measured on these machines (docs/architecture.md §Facts) and on real ext4 without a
+journal (docs/crash.md §The kernel study): as ``weakest-posix``, and in addition a directory sync persists a
+new *entry* but not the new *inode* it names. An inode is durable only once it is fsynced, flushed by
+``Syncfs``, or was in the baseline. An entry naming a non-durable inode comes back either dropped (fsck
+removes the dangling entry) or as a file holding any prefix of its bytes, the empty file included. And a
+file's size may reach the disk without its data: each file-system block (``block_size`` bytes of the file,
+4096 by default) beyond the synced length may read as zeros from some point on, whatever follows it, and a
+block the file did not hold before may read as a block of any removed file's bytes (removed in the trace,
+or before it: ``Baseline.freed``) — the inode and the block bitmap of an append were written, its data
+block was not. The kernel study found all three: NUL bytes where a row should be; where a row spans two
+blocks, a complete line of NULs and the row's end; and a re-created ledger holding the deleted ledger's
+rows.
 
 Enumeration. ``space(model, baseline, effects)`` returns an ``ImageSpace``: a union of products of
 per-name options, with an exact ``size``, indexable (for deterministic sampling) and iterable. A file's
 possible contents ("any prefix at least the synced length") are enumerated up to what a line reader can
 distinguish: the synced length, and for each later write its start, first interior byte, last interior
 byte and end. Every other prefix reads the same as one of these (the same complete lines, and a torn tail
-or none). Not guaranteed: that the images are distinct (callers deduplicate), or that any real file system
-matches a model; the models are the study's parameters, not measurements of a kernel.
+or none). Zeroed blocks (``ext4-nojournal``) are enumerated likewise: per block of such a prefix, kept, or
+zeroed from its first unsynced byte, from a write's start or from a write's first interior byte, or (a new
+block) replaced by a block of removed bytes, and one image per distinct reading (the same complete lines,
+and a tail of zeros, of text, or none).
+
+Not guaranteed: that the images are distinct (callers deduplicate), or that a real file system matches a
+model. The models are the study's parameters; the kernel study (``impl.study.kernel``, docs/crash.md)
+checks them against real ext4: every state it recovered lies inside the matching model.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
@@ -163,9 +177,12 @@ class DiskImage:
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
-    """The durable starting point: ``(name, inode, bytes)`` for every file present before the trace."""
+    """The durable starting point: ``(name, inode, bytes)`` for every file present before the trace, and
+    ``freed``, the bytes of files removed before it whose blocks the disk may still hold (a lost block of
+    ``ext4-nojournal`` may read as one of them; callers that do not know them leave it empty)."""
 
     files: tuple[tuple[str, int, bytes], ...] = ()
+    freed: tuple[bytes, ...] = ()
 
     def image(self) -> DiskImage:
         """The baseline as an image."""
@@ -248,6 +265,7 @@ class _Replay:
     synced_length: dict[int, int]
     durable_inodes: set[int]  # inodes whose metadata a model with separate inode writeback may rely on
     untruncated: dict[int, bytes]  # content before an unsynced truncate, which a crash may undo
+    freed: list[bytes]  # the bytes of removed files, which freed blocks may still hold
 
 
 def _replay(baseline: Baseline, effects: Sequence[Effect]) -> _Replay:
@@ -260,6 +278,7 @@ def _replay(baseline: Baseline, effects: Sequence[Effect]) -> _Replay:
         synced_length={inode: len(data) for _, inode, data in baseline.files},
         durable_inodes={inode for _, inode, _ in baseline.files},
         untruncated={},
+        freed=[data for data in baseline.freed if data],
     )
     for effect in effects:
         if isinstance(effect, Create):
@@ -269,6 +288,8 @@ def _replay(baseline: Baseline, effects: Sequence[Effect]) -> _Replay:
             replay.synced_length[effect.inode] = 0
         elif isinstance(effect, Unlink):
             replay.dir_ops.append((effect.name, None))
+            if replay.data.get(effect.inode):
+                replay.freed.append(bytes(replay.data[effect.inode]))
         elif isinstance(effect, Write):
             buffer = replay.data.setdefault(effect.inode, bytearray())
             start = len(buffer)
@@ -320,6 +341,65 @@ def _contents(replay: _Replay, inode: int, *, lowest: int) -> tuple[bytes, ...]:
     return tuple(contents)
 
 
+#: The most lost-block variants of one prefix enumerated block by block; beyond it, one block at a time.
+_ZERO_VARIANTS = 4096
+
+
+def _reading(data: bytes) -> tuple[bytes, str]:
+    """What a line reader tells apart: the complete lines, and the tail (none, text, or zeros)."""
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    return data[:cut], ("" if not tail else "zeros" if b"\0" in tail else "text")
+
+
+def _lost_blocks(replay: _Replay, inode: int, *, lowest: int, block: int) -> tuple[bytes, ...]:
+    """Prefixes of ``inode``'s bytes (at least ``lowest`` long) in which unsynced blocks were lost: read as
+    zeros from some point, or, for a block the file did not hold yet, as a block of a removed file's bytes
+    (stale data). One per reading that no plain prefix already has (see the module docstring)."""
+    data = bytes(replay.data.get(inode, b""))
+    plain = _contents(replay, inode, lowest=lowest)
+    seen = {_reading(content) for content in plain}
+    found: list[bytes] = []
+    writes = replay.writes.get(inode, [])
+    stale = {
+        freed[k : k + block].ljust(block, b"\0")
+        for freed in replay.freed
+        for k in range(0, len(freed), block)
+    }
+    for end in sorted({len(c) for c in plain}, reverse=True):
+        if end <= lowest:
+            continue
+        blocks: list[list[tuple[int, bytes]]] = []
+        for first in range(lowest // block * block, end, block):
+            low, high = max(first, lowest), min(first + block, end)
+            starts = {low} | {p for s, _ in writes for p in (s, s + 1) if low <= p < high}
+            options = [(point, bytes(high - point)) for point in sorted(starts)]
+            if first >= lowest:  # a block the file did not hold: it may be a freed one
+                options += [(first, chunk[: high - first]) for chunk in sorted(stale)]
+            blocks.append(options)
+        if math.prod(len(b) + 1 for b in blocks) > _ZERO_VARIANTS:
+            choices: list[tuple[tuple[int, bytes] | None, ...]] = []
+            for index, options in enumerate(blocks):
+                for option in options:
+                    choice: list[tuple[int, bytes] | None] = [None] * len(blocks)
+                    choice[index] = option
+                    choices.append(tuple(choice))
+        else:
+            choices = list(itertools.product(*([None, *options] for options in blocks)))
+        for chosen in choices:
+            if all(c is None for c in chosen):
+                continue
+            content = bytearray(data[:end])
+            for lost in chosen:
+                if lost is not None:
+                    content[lost[0] : lost[0] + len(lost[1])] = lost[1]
+            reading = _reading(bytes(content))
+            if reading not in seen:
+                seen.add(reading)
+                found.append(bytes(content))
+    return tuple(found)
+
+
 def _unique(options: Sequence[bytes | None]) -> tuple[bytes | None, ...]:
     return tuple(dict.fromkeys(options))
 
@@ -364,8 +444,9 @@ class Journaled:
         return ImageSpace(tuple(alternatives))
 
 
-def _independent_space(replay: _Replay, *, inode_may_vanish: bool) -> ImageSpace:
-    """The weak models: each name ends in its synced state or the state after any one unsynced op on it."""
+def _independent_space(replay: _Replay, *, inode_may_vanish: bool, zero_block: int = 0) -> ImageSpace:
+    """The weak models: each name ends in its synced state or the state after any one unsynced op on it;
+    with ``zero_block``, unsynced blocks of that size may also read as zeros."""
     durable = _entries(replay, replay.synced_ops)
     outcomes: dict[str, list[int | None]] = {name: [inode] for name, inode in durable.items()}
     for name, inode in replay.dir_ops[replay.synced_ops :]:
@@ -382,8 +463,13 @@ def _independent_space(replay: _Replay, *, inode_may_vanish: bool) -> ImageSpace
                 # §Facts).
                 choices.append(None)
                 choices.extend(_contents(replay, inode, lowest=0))
+                if zero_block:
+                    choices.extend(_lost_blocks(replay, inode, lowest=0, block=zero_block))
             else:
-                choices.extend(_contents(replay, inode, lowest=replay.synced_length[inode]))
+                lowest = replay.synced_length[inode]
+                choices.extend(_contents(replay, inode, lowest=lowest))
+                if zero_block:
+                    choices.extend(_lost_blocks(replay, inode, lowest=lowest, block=zero_block))
         options.append(_unique(choices))
     return ImageSpace((Alternative(names, tuple(options)),))
 
@@ -402,14 +488,26 @@ class WeakestPosix:
 
 @dataclass(frozen=True, slots=True)
 class NoJournalExt4:
-    """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd; see docstring."""
+    """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd, and unsynced
+    blocks of ``block_size`` bytes may read as zeros; see the module docstring. ``block_size=0`` is the
+    model as it stood before the kernel study (no block reads as zeros), kept to show that it was
+    unsound."""
 
     name: str = "ext4-nojournal"
-    summary: str = "as weakest-posix, and a directory sync persists a new entry but not its unsynced inode"
+    summary: str = (
+        "as weakest-posix; a directory sync persists a new entry but not its unsynced inode, "
+        "and unsynced blocks may read as zeros"
+    )
+    block_size: int = 4096
+
+    def with_block_size(self, block_size: int) -> NoJournalExt4:
+        """The same model for a file system with blocks of ``block_size`` bytes."""
+        return NoJournalExt4(block_size=block_size)
 
     def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
         """Every image the model allows."""
-        return _independent_space(_replay(baseline, effects), inode_may_vanish=True)
+        replay = _replay(baseline, effects)
+        return _independent_space(replay, inode_may_vanish=True, zero_block=self.block_size)
 
 
 #: The models by name, weakest last.

@@ -1,0 +1,237 @@
+"""Record a crash-study workload on a real ext4 image: the store's trace and the kernel's block writes
+(SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
+
+``record_on_kernel`` makes a fresh image of a file-system configuration, serves it through the block-log
+daemon (its own process), attaches a loop device with direct I/O over it, mounts it, and runs the workload
+on a directory of the mount exactly as ``recording.record`` does on a temporary one (setup, torn lines,
+injected faults, a paused operation under the scheduler), through a ``RecordingFileSystem`` that also
+writes a mark into the block log after every event it records: ``T n`` says the store's trace then held
+``n`` completed events. The setup is made durable (``syncfs``) before the ``START`` mark, so the image at
+``START`` is the durable baseline (with the bytes the setup removed, ``freed``, which its free blocks may
+still hold); ``END`` follows the last operation. Everything is torn down in
+``finally`` (unmount, detach, stop the daemon), whatever failed.
+
+The result, ``KernelRecording``, holds the ordinary ``Recording`` (the model study's input: baseline and
+trace), the image at ``START`` and the log between ``START`` and ``END``.
+
+Not guaranteed: block I/O that nobody waited for (background writeback, the journal's timer) lands in the
+log where it happened to run; workloads are short so that it rarely does.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TypeVar
+
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import FileSystem, FsCall, OsFileSystem
+from capture_ledger.impl.store.lines import ledger_name
+from capture_ledger.impl.study.faults import Fault, FaultyFileSystem
+from capture_ledger.impl.study.freed import freed_by_setup
+from capture_ledger.impl.study.kernel.blocklog import MARK, WRITE, LogRecord, read_log
+from capture_ledger.impl.study.kernel.filesystems import FsConfig, make_image
+from capture_ledger.impl.study.kernel.host import KernelSetupError, fuse_daemon, loop_device, mounted
+from capture_ledger.impl.study.recording import (
+    Recording,
+    RecordingFileSystem,
+    StoreConfig,
+    Workload,
+    _run_paused,
+    run_operation,
+)
+
+__all__ = ["LEDGER_DIRECTORY", "KernelRecording", "MarkingRecorder", "record_on_kernel"]
+
+#: The lineage directory inside each image.
+LEDGER_DIRECTORY = "ledger"
+_R = TypeVar("_R")
+
+
+class MarkingRecorder(RecordingFileSystem):
+    """A ``RecordingFileSystem`` that marks the block log each time its trace grows (``T n``).
+
+    An event is appended after its system call returned, so every block the call waited for is logged
+    before the mark that counts it.
+    """
+
+    def __init__(self, inner: FileSystem, mark: Callable[[str], None]) -> None:
+        super().__init__(inner)
+        self._mark = mark
+        self._marked = -1
+        self._mark_lock = threading.Lock()
+
+    def progress(self) -> None:
+        """Mark the trace's current length, unless it was already marked."""
+        with self._mark_lock:
+            length = len(self.trace)
+            if length != self._marked:
+                self._marked = length
+                self._mark(f"T {length}")
+
+    def invoke(self, op: int, label: str, *, thread: str = "main") -> None:
+        """Mark that store operation ``op`` starts now."""
+        super().invoke(op, label, thread=thread)
+        self.progress()
+
+    def returned(self, op: int, outcome: str, *, raised: bool = False) -> None:
+        """Mark that store operation ``op`` returned now."""
+        super().returned(op, outcome, raised=raised)
+        self.progress()
+
+    def around(self, call: FsCall, proceed: Callable[[], _R]) -> _R:
+        """Run ``call`` (recording its effect), then mark."""
+        try:
+            return super().around(call, proceed)
+        finally:
+            self.progress()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelRecording:
+    """One workload run on a real image: the store's recording, the image at ``START``, the block log.
+
+    ``records`` are the log's records strictly between the ``START`` and ``END`` marks; ``marks`` maps the
+    position (in ``records``) of each ``T n`` mark to ``n``.
+    """
+
+    fs: FsConfig
+    recording: Recording
+    base: bytes
+    records: tuple[LogRecord, ...]
+    marks: tuple[tuple[int, int], ...]
+    seconds: float
+
+
+def _drive(
+    workload: Workload, config: StoreConfig, directory: Path, mark: Callable[[str], None]
+) -> Recording:
+    """``recording.record`` on ``directory``, through a ``MarkingRecorder``, with ``START``/``END`` marks."""
+    inner = OsFileSystem(directory, stripes=config.stripes)
+    try:
+        with FileLineageStore(directory, fs=inner) as setup_store:
+            for op in workload.setup:
+                run_operation(setup_store, op)
+        for rollout_id in workload.torn:
+            fd = inner.open_append(ledger_name(rollout_id), create=True)
+            assert fd is not None
+            inner.write(fd, b'{"record":{"model_call_id":"tor')
+            inner.close(fd)
+        inner.syncfs()  # the baseline is durable before START
+        running: dict[str, int] = {}
+        seen: dict[tuple[int, str], int] = {}
+
+        def plan(call: str, name: str) -> Fault | None:
+            op = running.get(threading.current_thread().name)
+            for planned in workload.faults:
+                if planned.op == op and planned.call == call:
+                    seen[op, call] = seen.get((op, call), 0) + 1
+                    if seen[op, call] == planned.occurrence:
+                        return planned.fault
+            return None
+
+        seam = FaultyFileSystem(inner, plan=plan) if workload.faults else inner
+        recorder = MarkingRecorder(seam, mark)
+        mark("START")
+        recorder.progress()
+
+        def run(index: int, store: FileLineageStore, thread: str) -> object:
+            op = workload.ops[index]
+            recorder.invoke(index, repr(op), thread=thread)
+            running[threading.current_thread().name] = index
+            try:
+                outcome = run_operation(store, op)
+            except Exception as error:
+                recorder.returned(index, f"raised {error!r}", raised=True)
+                return error
+            else:
+                recorder.returned(index, repr(outcome))
+                return outcome
+            finally:
+                running.pop(threading.current_thread().name, None)
+
+        paused: bool | None = None
+        if workload.pause is None:
+            with FileLineageStore(directory, fs=recorder, ordering=config.ordering()) as main:
+                for index in range(len(workload.ops)):
+                    run(index, main, "main")
+        else:
+            paused = _run_paused(
+                workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
+            )
+        mark("END")
+        return Recording(
+            workload,
+            config,
+            replace(recorder.baseline, freed=freed_by_setup(workload, stripes=config.stripes)),
+            tuple(recorder.trace),
+            tuple(recorder.threads),
+            recorder.inode_names(),
+            paused,
+        )
+    finally:
+        inner.close_all()
+
+
+def _split(records: list[LogRecord], base: bytes) -> tuple[bytes, list[LogRecord]]:
+    """The image at ``START`` (``base`` plus every write before it) and the records up to ``END``."""
+    texts = [r.text if r.op == MARK else "" for r in records]
+    try:
+        start = texts.index("START")
+        end = texts.index("END", start)
+    except ValueError as error:
+        raise KernelSetupError("the block log has no START or END mark") from error
+    image = bytearray(base)
+    for record in records[:start]:
+        if record.op == WRITE:
+            image[record.offset : record.offset + len(record.data)] = record.data
+    return bytes(image), records[start + 1 : end]
+
+
+def record_on_kernel(workload: Workload, config: StoreConfig, fs: FsConfig, root: Path) -> KernelRecording:
+    """Run ``workload`` with store ``config`` on a fresh ``fs`` image served by the block-log daemon.
+
+    Args:
+        workload: what to run (a crash-study workload).
+        config: the store under study.
+        fs: the file-system configuration.
+        root: an empty scratch directory (``host.workspace``) for the image, the log and the mounts.
+
+    Returns:
+        The recording, the image at ``START`` and the block log up to ``END``.
+
+    Raises:
+        KernelSetupError: a setup step failed (everything set up is torn down first).
+        Exception: whatever the workload's setup raised (likewise after teardown).
+    """
+    started = time.perf_counter()
+    root.mkdir(parents=True, exist_ok=True)
+    base_path, log = root / "base.img", root / "block.log"
+    base = make_image(base_path, fs)
+    with (
+        fuse_daemon(root / "fuse", log, base_path) as control,
+        loop_device(root / "fuse" / "disk.img", direct_io=True) as device,
+        mounted(device, root / "ext4", fs.options) as target,
+    ):
+        directory = target / LEDGER_DIRECTORY
+        directory.mkdir()
+        fd = os.open(control, os.O_WRONLY)
+        try:
+
+            def mark(text: str) -> None:
+                os.write(fd, f"MARK {text}".encode())
+
+            recording = _drive(workload, config, directory, mark)
+        finally:
+            os.close(fd)
+    start, records = _split(read_log(log), base)
+    marks = tuple(
+        (position, int(r.text[2:]))
+        for position, r in enumerate(records)
+        if r.op == MARK and r.text.startswith("T ")
+    )
+    return KernelRecording(fs, recording, start, tuple(records), marks, time.perf_counter() - started)

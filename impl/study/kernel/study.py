@@ -1,0 +1,335 @@
+"""The kernel crash study: real ext4 crash states, recovered by the kernel and judged like the model study's
+(SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
+
+For each workload, store configuration and file-system configuration, ``kernel_cell``:
+
+1. records the workload on a fresh image through the block-log daemon (``recorder``);
+2. builds the crash states of the log (``states``: every prefix of each epoch and a seeded sample of
+   subsets);
+3. recovers each with the kernel (``recovery``) and reads every rollout ID back with a fresh store, in
+   place on the mounted image (``observation.ImageObserver``: what the store raises, leaves unreadable or
+   hangs on becomes the verdict);
+4. judges it at every point of its crash window exactly as the model study does (``judgement``:
+   ``spans_at``, ``allowed_states``, ``judge``);
+5. compares its reader class with the classes each persistence model allows in that window (``compare``):
+   a state outside the matching model (``FsConfig.model``) is a finding against the model, reported with
+   its block-level timeline (``timeline``); ``model_only`` counts the model's classes no state produced.
+
+Not guaranteed: that sampled subsets cover every state of a large epoch (``subsets`` bounds them), or that a
+second run of the same workload logs the same writes (background writeback is timing-dependent; the counts
+are stable on a quiet machine, the verdicts are what the tests pin).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capture_ledger.impl.store.fs import lock_file_name
+from capture_ledger.impl.study.judgement import CrashViolation, judge, show_bytes, spans_at
+from capture_ledger.impl.study.kernel.compare import ModelView, ReaderClass, TraceWindow, reader_class
+from capture_ledger.impl.study.kernel.filesystems import BLOCK_SIZE, FsConfig
+from capture_ledger.impl.study.kernel.recorder import KernelRecording, record_on_kernel
+from capture_ledger.impl.study.kernel.recovery import Recoverer
+from capture_ledger.impl.study.kernel.states import CrashState, Epoch, crash_states, epochs, materialize
+from capture_ledger.impl.study.kernel.timeline import block_timeline
+from capture_ledger.impl.study.observation import READ_BUDGET, ImageObserver, OpenStore, default_opener
+from capture_ledger.impl.study.recording import Invoke, Return, StoreConfig, Workload
+from capture_ledger.spec.core.model import RolloutState
+from capture_ledger.spec.crash.contract import Span, allowed_states
+from capture_ledger.spec.crash.durability import MODELS, PersistenceModel, describe_effect
+
+__all__ = ["KernelBroken", "KernelCell", "OutsideModel", "kernel_cell", "trace_window"]
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideModel:
+    """A kernel state the model does not allow: the model is unsound there."""
+
+    workload: str
+    fs: str
+    config: str
+    model: str
+    state: str
+    image: tuple[tuple[str, str], ...]
+    timeline: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelBroken:
+    """A kernel state that breaks the crash contract, with its block-level timeline."""
+
+    clause: str
+    state: str
+    violation: CrashViolation
+    timeline: str
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCell:
+    """One workload × store configuration × file system: what the kernel produced and how it was judged.
+
+    ``inside``/``outside``/``unknown`` count states per model; ``model_only`` counts, per model, the
+    classes it allows that no state produced; ``garbage`` the states holding bytes the store never wrote;
+    ``unrecoverable`` the states the kernel would not mount; ``manual_fsck`` those where ``e2fsck -p``
+    gave up (a boot would stop for an administrator; ``e2fsck -y`` repaired them); ``in_flight`` the writes
+    of each epoch; ``costs`` (writes in the epoch, states, seconds) per epoch size.
+    """
+
+    workload: str
+    fs: str
+    config: str
+    model: str
+    states: int
+    duplicates: int
+    classes: int
+    inside: dict[str, int]
+    outside: dict[str, int]
+    unknown: dict[str, int]
+    model_only: dict[str, int]
+    garbage: int
+    unrecoverable: int
+    clauses: frozenset[str]
+    broken: tuple[KernelBroken, ...]
+    findings: tuple[OutsideModel, ...]
+    in_flight: tuple[int, ...]
+    costs: tuple[tuple[int, int, float], ...]
+    manual_fsck: int
+    record_seconds: float
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def rate(self) -> float:
+        """Crash states recovered and judged per second (recording excluded)."""
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+
+def trace_window(marks: Sequence[tuple[int, int]], low: int, high: int, length: int) -> TraceWindow:
+    """Where in the trace a crash between log records ``low`` and ``high`` happened (``compare``)."""
+    completed = 0
+    for position, count in marks:
+        if position > low:
+            break
+        completed = count
+    cuts = {completed} | {count for position, count in marks if low < position < high}
+    reached = next((count for position, count in marks if position >= high), length)
+    return TraceWindow(completed, max(reached, completed), tuple(sorted(cuts)))
+
+
+class _Judge:
+    """Histories and allowed states per trace cut, computed once per recording."""
+
+    def __init__(self, recorded: KernelRecording) -> None:
+        self.recording = recorded.recording
+        self.ids = self.recording.workload.ids()
+        self._cache: dict[int, tuple[tuple[Span, ...], dict[str, frozenset[RolloutState]]]] = {}
+
+    def at(self, cut: int) -> tuple[tuple[Span, ...], dict[str, frozenset[RolloutState]]]:
+        if cut not in self._cache:
+            spans = spans_at(self.recording, cut)
+            self._cache[cut] = (spans, {rid: allowed_states(spans, rid) for rid in self.ids})
+        return self._cache[cut]
+
+
+def _labels(recorded: KernelRecording, cut: int) -> tuple[str, ...]:
+    trace = recorded.recording.trace[:cut]
+    names = recorded.recording.inode_names
+    return tuple(describe_effect(e, names) for e in trace if not isinstance(e, Invoke | Return))
+
+
+def kernel_cell(
+    workload: Workload,
+    config: StoreConfig,
+    fs: FsConfig,
+    root: Path,
+    *,
+    subsets: int = 16,
+    seed: int = 0,
+    keep: int = 1,
+    open_store: OpenStore | None = None,
+    read_budget: float = READ_BUDGET,
+    models: Sequence[PersistenceModel] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> KernelCell:
+    """Record ``workload`` on ``fs``, recover and judge every crash state, compare with the models.
+
+    Args:
+        workload: a crash-study workload.
+        config: the store under study.
+        fs: the file-system configuration.
+        root: an empty scratch directory (``host.workspace``).
+        subsets: the most non-prefix subsets per epoch.
+        seed: the subsets' seed.
+        keep: shortest counterexamples kept per clause, and findings per model.
+        open_store: opens the store that reads each state back (default: ``config``'s ordering).
+        read_budget: seconds one read may take before it counts as a hang.
+        models: the persistence models to compare with (default: all, each at the image's block size).
+        progress: called with (states done, states in all) as the states are judged.
+
+    Returns:
+        The cell's figures, verdicts, counterexamples and findings.
+
+    Raises:
+        KernelSetupError: the machine could not record or recover (never for what the store does).
+    """
+    recorded = record_on_kernel(workload, config, fs, root / "record")
+    started = time.perf_counter()
+    found = epochs(recorded.records, block=BLOCK_SIZE)
+    states, duplicates = crash_states(found, end=len(recorded.records), subsets=subsets, seed=seed)
+    locks = {lock_file_name(s) for s in range(config.stripes)}
+    chosen = list(models) if models is not None else [_at_block_size(m) for m in MODELS.values()]
+    views = {m.name: ModelView(recorded.recording, m, locks) for m in chosen}
+    judging = _Judge(recorded)
+    ids = judging.ids
+    inside = dict.fromkeys(views, 0)
+    outside = dict.fromkeys(views, 0)
+    unknown = dict.fromkeys(views, 0)
+    findings: dict[str, list[OutsideModel]] = {name: [] for name in views}
+    best: dict[str, list[KernelBroken]] = {}
+    produced: set[ReaderClass] = set()
+    garbage = unrecoverable = 0
+    costs: dict[int, tuple[int, float]] = {}
+    notes: list[str] = []
+    scratch = root / "observe"
+    scratch.mkdir(parents=True, exist_ok=True)
+    opener = open_store or default_opener(config)
+    observer = ImageObserver(scratch, config, ids, opener, read_budget)
+    try:
+        with Recoverer(root / "recover", fs, stripes=config.stripes) as recoverer:
+            for done, state in enumerate(states):
+                if progress is not None:
+                    progress(done, len(states))
+                state_started = time.perf_counter()
+                size = len(found[state.epoch].writes)
+                window = trace_window(recorded.marks, state.low, state.high, len(recorded.recording.trace))
+                with recoverer.recovered(recorded.base, materialize(found, state)) as back:
+                    if back.note:
+                        notes.append(f"{state.label}: {back.note}")
+                    if back.image is None or back.directory is None:
+                        unrecoverable += 1
+                        count, spent = costs.get(size, (0, 0.0))
+                        costs[size] = (count + 1, spent + time.perf_counter() - state_started)
+                        for name in views:
+                            outside[name] += 1
+                            _note_finding(
+                                findings[name],
+                                keep=keep,
+                                recorded=recorded,
+                                found=found,
+                                state=state,
+                                model=name,
+                                files=(),
+                                workload=workload,
+                            )
+                        continue
+                    image = back.image
+                    hangs = observer.hangs
+                    observation = observer.observe_in(back.directory, image)
+                    if observer.hangs != hangs:
+                        recoverer.abandon()
+                files = tuple((n, show_bytes(d)) for n, d in image.files)
+                if any(b"\0" in data for _, data in image.files):
+                    garbage += 1
+                found_class = reader_class(image, locks)
+                produced.add(found_class)
+                for name, view in views.items():
+                    verdict = view.allows(found_class, window)
+                    if verdict is None:
+                        unknown[name] += 1
+                    elif verdict:
+                        inside[name] += 1
+                    else:
+                        outside[name] += 1
+                        _note_finding(
+                            findings[name],
+                            keep=keep,
+                            recorded=recorded,
+                            found=found,
+                            state=state,
+                            model=name,
+                            files=files,
+                            workload=workload,
+                        )
+                for cut in window.cuts:
+                    spans, allowed = judging.at(cut)
+                    for rid in ids:
+                        observed, problems = judge(observation, rid, ids, spans, allowed[rid])
+                        if not problems:
+                            continue
+                        violation = CrashViolation(
+                            workload=workload.name,
+                            model=f"{fs.name} (kernel)",
+                            config=config.label,
+                            cut=views[chosen[0].name].effects_before(cut),
+                            effects=_labels(recorded, cut),
+                            returned=tuple(repr(s.op) for s in spans if s.returned),
+                            pending=tuple(repr(s.op) for s in spans if not s.returned),
+                            image=files,
+                            rollout_id=rid,
+                            observed=observed,
+                            allowed=tuple(sorted(repr(a) for a in allowed[rid])),
+                            clauses=problems,
+                        )
+                        for clause in problems:
+                            kept = best.setdefault(clause, [])
+                            if len(kept) < keep or violation.size() < kept[-1].violation.size():
+                                timeline = block_timeline(recorded, found, state)
+                                kept.append(KernelBroken(clause, state.label, violation, timeline))
+                                kept.sort(key=lambda b: b.violation.size())
+                                del kept[keep:]
+                count, spent = costs.get(size, (0, 0.0))
+                costs[size] = (count + 1, spent + time.perf_counter() - state_started)
+    finally:
+        observer.close()
+    everything = {name: view.everything() for name, view in views.items()}
+    return KernelCell(
+        workload=workload.name,
+        fs=fs.name,
+        config=config.label,
+        model=fs.model,
+        states=len(states),
+        duplicates=duplicates,
+        classes=len(produced),
+        inside=inside,
+        outside=outside,
+        unknown=unknown,
+        model_only={name: len(classes - produced) for name, classes in everything.items()},
+        garbage=garbage,
+        unrecoverable=unrecoverable,
+        clauses=frozenset(best),
+        broken=tuple(b for clause in sorted(best) for b in best[clause]),
+        findings=tuple(f for name in views for f in findings[name]),
+        in_flight=tuple(len(e.writes) for e in found),
+        costs=tuple((size, count, spent) for size, (count, spent) in sorted(costs.items())),
+        manual_fsck=sum("gave up" in note for note in notes),
+        record_seconds=recorded.seconds,
+        seconds=time.perf_counter() - started,
+        notes=tuple(notes),
+    )
+
+
+def _note_finding(
+    kept: list[OutsideModel],
+    *,
+    keep: int,
+    recorded: KernelRecording,
+    found: Sequence[Epoch],
+    state: CrashState,
+    model: str,
+    files: tuple[tuple[str, str], ...],
+    workload: Workload,
+) -> None:
+    if len(kept) >= keep:
+        return
+    timeline = block_timeline(recorded, found, state)
+    config = recorded.recording.config.label
+    kept.append(OutsideModel(workload.name, recorded.fs.name, config, model, state.label, files, timeline))
+
+
+def _at_block_size(model: PersistenceModel) -> PersistenceModel:
+    """The model as it applies to the study's images (``with_block_size`` when it has a block size)."""
+    resize = getattr(model, "with_block_size", None)
+    return resize(BLOCK_SIZE) if callable(resize) else model
