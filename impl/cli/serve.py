@@ -1,13 +1,18 @@
 """``capture-ledger serve``: serve the control plane of a lineage directory over HTTP (SPEC.md R-HTTP-1..3).
 
 ``serve --dir DIR [--host 127.0.0.1] [--port 8000] [--workers N] [--ledger module:callable]
-[--token-file F]`` serves the ledger kept in DIR (the file store unless ``--ledger`` names another
-factory). The bearer token comes from ``$CAPTURE_LEDGER_TOKEN`` or from ``--token-file`` (the file wins),
-never from the command line. The ledger is opened once before anything is bound, so a missing token, an
-unusable target or a directory that cannot be opened is exit 2 with one line on standard error. Then the
-socket is bound (``--port 0`` picks a free port), one JSON line ``{"url", "pid", "workers",
-"directory"}`` is printed to standard output, and the workers start: each builds its app in uvicorn's
-factory mode and so opens its own ledger handle on the shared directory (``impl.http.serving``).
+[--no-group-commit] [--threads N] [--extend module:callable] [--token-file F]`` serves the ledger kept in
+DIR (the file store unless ``--ledger`` names another factory; ``--no-group-commit`` gives each of the
+file store's removals its own directory syncs, for comparison). ``--threads`` sizes each worker's pool of
+threads that run ledger calls (default 40, anyio's); ``--extend module:callable`` is called as
+``callable(app, ledger)`` in each worker to add the hosting server's own routes (the simulation's fake
+inference route, ``impl/simulate``). The bearer token comes from ``$CAPTURE_LEDGER_TOKEN`` or from
+``--token-file`` (the file wins), never from the command line. The ledger is opened once before anything
+is bound, so a missing token, an unusable target or a directory that cannot be opened is exit 2 with one
+line on standard error. Then the socket is bound (``--port 0`` picks a free port), one JSON line
+``{"url", "pid", "workers", "directory"}`` is printed to standard output, and the workers start: each
+builds its app in uvicorn's factory mode and so opens its own ledger handle on the shared directory
+(``impl.http.serving``).
 
 The HTTP stack (uvicorn, FastAPI) is imported only when the command runs, not to build the parser.
 Not guaranteed: TLS (bind to loopback, or put a proxy in front); a token kept secret from processes of
@@ -56,6 +61,23 @@ def register(subparsers: Any) -> None:
         help="module:callable opening the served ledger from a directory (default: the file store)",
     )
     parser.add_argument(
+        "--group-commit",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the file store's concurrent removals share directory syncs (default: on)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads per worker that run ledger calls at once (default: 40, anyio's default pool)",
+    )
+    parser.add_argument(
+        "--extend",
+        default=None,
+        help="module:callable called as callable(app, ledger) in each worker to add the host's own routes",
+    )
+    parser.add_argument(
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
@@ -79,15 +101,20 @@ def run_serve(args: argparse.Namespace) -> int:
     token = read_token(args.token_file)
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads must be at least 1")
     from capture_ledger.impl.http import serving  # the HTTP stack, only now
 
     target = args.ledger or os.environ.get(serving.LEDGER_ENV)
     if target is not None:
         load_target(target)  # report a bad target here, naming it; each worker resolves it again
+    if args.extend is not None:
+        load_target(args.extend)
+    options = serving.ServeOptions(group_commit=args.group_commit, threads=args.threads, extend=args.extend)
     directory = Path(args.dir).resolve()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        serving.export_environment(directory, token=token, ledger=target)
+        serving.export_environment(directory, token=token, ledger=target, options=options)
     except Exception as error:
         opener = target or "the file store"
         raise UsageError(f"cannot open {directory} with {opener}: {type(error).__name__}: {error}") from error

@@ -11,11 +11,17 @@ apps in one process, or one test after another, do not share counts). It exposes
   numeric field ``f`` of the record becomes ``capture_ledger_store_f`` (a gauge for sizes, whose names
   start with ``cached_`` or end in ``_size``; a counter ``..._total`` otherwise), and the cache sizes
   also appear as the source's ``capture_ledger_cache_size{cache="ledger_rollouts"|"ledger_rows"}``;
+  its text and boolean fields (the resolved ``fence_sync``, ``group_commit``) become the labels of
+  ``capture_ledger_store_info{...} 1``;
+- before the statistics are read, the ledger's ``sweep_cache()`` when it has one: the handle drops the
+  cached rows of rollouts that other handles (other workers) removed, so ``cached_rows`` counts rows of
+  rollouts that still exist (R-STORE-7);
 - ``capture_ledger_server_worker_info{pid=...}``: which worker process answered the scrape.
 
 Not guaranteed: metric values across workers (each worker process has its own registry and its own
-store handle, so a scrape reports one worker); a ``record`` histogram when nothing records through the
-instrumented ledger (the control plane itself never records); exact bucket boundaries.
+store handle, so a scrape reports, and sweeps, the one worker that answered it; docs/simulate.md says how
+to reach them all); a ``record`` histogram when nothing records through the instrumented ledger (the
+control plane itself never records); exact bucket boundaries.
 """
 
 from __future__ import annotations
@@ -33,7 +39,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-__all__ = ["CONTENT_TYPE", "OPERATIONS", "InstrumentedLedger", "LedgerMetrics", "statistics_fields"]
+__all__ = [
+    "CONTENT_TYPE",
+    "OPERATIONS",
+    "InstrumentedLedger",
+    "LedgerMetrics",
+    "statistics_fields",
+    "statistics_labels",
+]
 
 #: The media type of the Prometheus text format served by the metrics route.
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
@@ -53,24 +66,44 @@ def statistics_fields(record: object) -> dict[str, Any]:
         Field name to value for the fields whose values are ``int`` or ``float`` (not ``bool``); a field
         that is itself such a record maps to a ``dict[str, float]`` of its numeric fields.
     """
-    values: Mapping[str, Any]
-    if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
-    elif attrs.has(type(record)):
-        values = attrs.asdict(record, recurse=False)  # type: ignore[arg-type]
-    elif hasattr(record, "_asdict"):
-        values = record._asdict()
-    elif isinstance(record, Mapping):
-        values = record
-    else:
-        values = {}
     fields: dict[str, Any] = {}
-    for name, value in values.items():
+    for name, value in _fields(record).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             fields[str(name)] = float(value)
         elif not isinstance(value, str | bytes) and (nested := _numbers(value)):
             fields[str(name)] = nested
     return fields
+
+
+def statistics_labels(record: object) -> dict[str, str]:
+    """The text and boolean fields of a statistics record, as label values (``True`` -> ``"true"``).
+
+    Args:
+        record: what ``ledger.statistics()`` returned.
+
+    Returns:
+        Field name to label value for the fields whose values are ``str`` or ``bool``.
+    """
+    labels: dict[str, str] = {}
+    for name, value in _fields(record).items():
+        if isinstance(value, bool):
+            labels[str(name)] = "true" if value else "false"
+        elif isinstance(value, str):
+            labels[str(name)] = value
+    return labels
+
+
+def _fields(record: object) -> Mapping[str, Any]:
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+    if attrs.has(type(record)):
+        return attrs.asdict(record, recurse=False)  # type: ignore[arg-type]
+    if hasattr(record, "_asdict"):
+        result: Mapping[str, Any] = record._asdict()
+        return result
+    if isinstance(record, Mapping):
+        return record
+    return {}
 
 
 def _numbers(record: object) -> dict[str, float]:
@@ -97,10 +130,23 @@ class _StoreCollector:
 
     def collect(self) -> Iterator[Metric]:
         yield _worker_info()
+        sweep = getattr(self._ledger, "sweep_cache", None)
+        if callable(sweep) and not inspect.iscoroutinefunction(sweep):
+            sweep()  # rows of rollouts other workers removed are not counted as cached
         statistics = getattr(self._ledger, "statistics", None)
         if not callable(statistics) or inspect.iscoroutinefunction(statistics):
             return
-        fields = statistics_fields(statistics())
+        record = statistics()
+        fields = statistics_fields(record)
+        labels = statistics_labels(record)
+        if labels:
+            info = GaugeMetricFamily(
+                "capture_ledger_store_info",
+                "The store's configuration as resolved (e.g. fence_sync, group_commit).",
+                labels=sorted(labels),
+            )
+            info.add_metric([labels[name] for name in sorted(labels)], 1.0)
+            yield info
         for name, value in sorted(fields.items()):
             metric_name = f"capture_ledger_store_{name}"
             documentation = f"The store's statistic {name!r}."

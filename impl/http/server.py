@@ -5,12 +5,18 @@
 
 - ``GET  /rollouts/{rollout_id}/manifest`` -> 200 manifest; 400 invalid ID; 410 retired (R-READ-3).
 - ``POST /rollouts/retire`` and ``POST /rollouts/delete`` with ``{"rollout_ids": [...]}`` -> 200
-  ``{"removed", "absent"}``; 422 for a malformed body (not an object, unknown field, not a list of
-  strings, empty, more than ``MAX_LEDGER_BATCH`` IDs); 400 for an invalid ID, nothing changed (R-BATCH-2).
+  ``{"removed", "absent"}``; 422 for a malformed body (not UTF-8 JSON, not an object, unknown field, not
+  a list of strings, empty, more than ``MAX_LEDGER_BATCH`` IDs); 400 for an invalid ID, nothing changed
+  (R-BATCH-2); 413 for a body larger than ``MAX_BODY_BYTES``, before more is read (R-HTTP-6).
 - ``GET  /metrics`` (Prometheus text, ``capture_ledger.impl.http.metrics``) and ``GET /openapi.json``.
 
 Every request, on every path, needs ``Authorization: Bearer <token>``, compared in constant time; anything
-else is 401 before the request reaches a route (R-HTTP-2). Ledger calls run in a worker thread, or are
+else is 401 before the request reaches a route (R-HTTP-2), with ``Connection: close`` so that the server
+never reads the rest of a stranger's body. The OpenAPI document declares every rule the server enforces:
+the rollout ID's pattern (anchored) and length on the path parameter and on the batch items, 1 to
+``MAX_LEDGER_BATCH`` items, and every status; the rule itself is still checked by ``validate_rollout_id``
+(a 400, never FastAPI's 422), and the document only states it. Every 4xx body has the ``ErrorBody`` shape,
+404 and 405 included. Ledger calls run in a worker thread, or are
 awaited when the ledger's methods are coroutines, so a slow fsync never blocks the event loop. Errors map
 by class to one status each (``STATUS_BY_ERROR``), and a ``TypeError`` or ``ValueError`` from the ledger
 is a 400: bad input never produces a 500 (R-HTTP-3).
@@ -29,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from capture_ledger.impl.http.auth import validate_bearer_token
+from capture_ledger.impl.http.body_limit import MAX_BODY_BYTES, BodyLimit, too_large_body
 from capture_ledger.impl.http.metrics import CONTENT_TYPE, LedgerMetrics
 from capture_ledger.impl.http.routes import (
     MANIFEST_ROUTE,
@@ -43,17 +50,25 @@ from capture_ledger.spec.core.errors import (
     InvalidRolloutIdError,
     RolloutRetiredError,
 )
-from capture_ledger.spec.core.ids import MAX_LEDGER_BATCH, validate_rollout_id, validate_rollout_ids
-from fastapi import FastAPI, Request, Security
+from capture_ledger.spec.core.ids import (
+    MAX_LEDGER_BATCH,
+    MAX_ROLLOUT_ID_LENGTH,
+    ROLLOUT_ID_PATTERN,
+    validate_rollout_id,
+    validate_rollout_ids,
+)
+from fastapi import FastAPI, Path, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "PREFIX",
+    "ROLLOUT_ID_SCHEMA",
     "STATUS_BY_ERROR",
     "ErrorBody",
     "ManifestBody",
@@ -61,6 +76,16 @@ __all__ = [
     "RemovalRequest",
     "create_app",
 ]
+
+#: The rollout-ID rule of R-ID-1 as JSON Schema, for the OpenAPI document: the routes still validate with
+#: ``validate_rollout_id`` (400 ``InvalidRolloutIdError``), never through FastAPI (which would answer 422).
+#: JSON Schema patterns are searched, not matched whole, hence the explicit ``^...$``.
+ROLLOUT_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_ROLLOUT_ID_LENGTH,
+    "pattern": f"^{ROLLOUT_ID_PATTERN.pattern}$",
+}
 
 #: One status per error class, most specific first (R-HTTP-3; the client maps them back, R-HTTP-5).
 STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
@@ -82,7 +107,10 @@ class RemovalRequest(BaseModel):
     """The body of ``retire`` and ``delete``: a list of 1 to ``MAX_LEDGER_BATCH`` rollout IDs."""
 
     model_config = ConfigDict(extra="forbid")
-    rollout_ids: Annotated[list[StrictStr], Field(min_length=1, max_length=MAX_LEDGER_BATCH)]
+    rollout_ids: Annotated[
+        list[StrictStr],
+        Field(min_length=1, max_length=MAX_LEDGER_BATCH, json_schema_extra={"items": ROLLOUT_ID_SCHEMA}),
+    ]
 
 
 class RemovalBody(BaseModel):
@@ -121,8 +149,10 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "Missing or wrong bearer token.",
         409: "The ledger refused the call because of the rollout's state.",
         410: "The rollout is retired: its ledger is gone, not empty.",
-        422: "A malformed body: not an object, an unknown field, not a list of strings, an empty list, "
-        f"or more than {MAX_LEDGER_BATCH} IDs.",
+        413: f"The body is larger than {MAX_BODY_BYTES} bytes, more than the largest batch needs; "
+        "answered before the rest is read, and the connection is closed.",
+        422: "A malformed body: not UTF-8 JSON, not an object, an unknown field, not a list of strings, "
+        f"an empty list, or more than {MAX_LEDGER_BATCH} IDs.",
     }
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
 
@@ -170,7 +200,9 @@ class _BearerAuth:
             response = JSONResponse(
                 {"detail": "missing or wrong bearer token", "error": "Unauthorized", "rollout_id": None},
                 status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
+                # close: else uvicorn reads and drops the whole unread body, however long, to keep the
+                # connection (measured: a 55 MB body after a 401 was read to its end, docs/http.md).
+                headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
             )
             await response(scope, receive, send)
             return
@@ -237,7 +269,9 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
         summary="Read a rollout's manifest",
         tags=["rollouts"],
     )
-    async def read_manifest(rollout_id: str) -> JSONResponse:
+    async def read_manifest(
+        rollout_id: Annotated[str, Path(json_schema_extra=ROLLOUT_ID_SCHEMA)],
+    ) -> JSONResponse:
         validate_rollout_id(rollout_id)  # before the ledger sees it (R-ID-1)
         return JSONResponse(await call("manifest", rollout_id))
 
@@ -255,7 +289,7 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
         app.post(
             PREFIX + REMOVAL_ROUTES[operation],
             response_model=RemovalBody,
-            responses=_responses(400, 401, 422),
+            responses=_responses(400, 401, 413, 422),
             dependencies=[bearer],
             summary=summary,
             tags=["rollouts"],
@@ -291,11 +325,29 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
             for e in error.errors()
         ]
-        return JSONResponse({"detail": problems, "error": "RequestValidationError"}, status_code=422)
+        body = {"detail": problems, "error": "RequestValidationError", "rollout_id": None}
+        return JSONResponse(body, status_code=422)
+
+    async def on_http_error(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, StarletteHTTPException)
+        headers = getattr(error, "headers", None)
+        if error.status_code == 413:
+            body = too_large_body(MAX_BODY_BYTES)
+        elif error.status_code == 400 and error.__cause__ is not None:
+            # FastAPI answers a body it cannot read (not UTF-8, nested too deep) with a bare 400 {"detail"}
+            # raised from the cause: a malformed body like invalid JSON, so a 422 in the ErrorBody shape.
+            problem = {"loc": ["body"], "msg": "the body is not UTF-8 JSON", "type": "json_invalid"}
+            body = {"detail": [problem], "error": "RequestValidationError", "rollout_id": None}
+            return JSONResponse(body, status_code=422)
+        else:  # 404, 405 (with its Allow header) and any other: the ErrorBody shape too
+            body = {"detail": error.detail, "error": "HTTPException", "rollout_id": None}
+        return JSONResponse(body, status_code=error.status_code, headers=headers)
 
     for kind, _status in STATUS_BY_ERROR:
         app.add_exception_handler(kind, on_ledger_error)
     app.add_exception_handler(_LedgerRefusedError, on_refused)
     app.add_exception_handler(RequestValidationError, on_invalid_body)
-    app.add_middleware(_BearerAuth, token=auth_token)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # inner: after the token check (R-HTTP-6)
+    app.add_middleware(_BearerAuth, token=auth_token)  # outermost: a stranger gets 401, whatever the size
     return app

@@ -5,7 +5,11 @@ loopback for tests, benchmarks and scripts (SPEC.md R-HTTP-1, R-STORE-2).
   ``capture-ledger serve`` runs. The socket is bound once; each uvicorn worker process builds its app in
   factory mode from the environment (``app_from_environment``) and so opens its own ledger handle on the
   shared directory, as the workers of one model server do; the store's striped locks make them safe
-  together (R-STORE-2). At shutdown a worker closes its ledger.
+  together (R-STORE-2). At shutdown a worker closes its ledger. ``ServeOptions`` carries what else a
+  worker needs: whether the file store shares directory syncs (``group_commit``), how many threads run
+  ledger calls (anyio's default pool has 40), and an ``extend`` hook, ``module:callable(app, ledger)``,
+  through which a hosting model server (or the simulation, ``impl/simulate``) adds its own routes to the
+  app, served by the same workers and the same ledger handle.
 - ``ServerProcess``: ``capture-ledger serve`` as a separate process (one or several uvicorn workers) on a
   port the kernel picks; the context manager returns once the server answers an authenticated request,
   and stops it (SIGTERM, then SIGKILL after a grace period) on exit.
@@ -28,16 +32,18 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
 import httpx
 import uvicorn
+from anyio.to_thread import current_default_thread_limiter
 from capture_ledger.impl.http.auth import TOKEN_ENV
 from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.store.file_store import open_file_store
+from capture_ledger.impl.store.file_store import FileLineageStore
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
@@ -45,6 +51,8 @@ from uvicorn.supervisors import Multiprocess
 __all__ = [
     "DIRECTORY_ENV",
     "LEDGER_ENV",
+    "OPTIONS_ENV",
+    "ServeOptions",
     "ServerProcess",
     "ServerThread",
     "app_from_environment",
@@ -58,15 +66,46 @@ __all__ = [
 DIRECTORY_ENV = "CAPTURE_LEDGER_SERVE_DIR"
 #: ``module:callable`` opening the served ledger from the directory; unset for the file store.
 LEDGER_ENV = "CAPTURE_LEDGER_SERVE_LEDGER"
+#: The ``ServeOptions`` of the workers, as JSON (set by ``export_environment``).
+OPTIONS_ENV = "CAPTURE_LEDGER_SERVE_OPTIONS"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeOptions:
+    """What each worker of ``capture-ledger serve`` needs beyond the directory, the token and the ledger.
+
+    Attributes:
+        group_commit: the file store's ``group_commit`` (concurrent removals share directory syncs);
+            ignored for a ledger opened by ``--ledger``.
+        threads: how many threads of a worker run ledger calls at once (anyio's default pool: 40); ``None``
+            keeps the default.
+        extend: ``module:callable`` called as ``callable(app, ledger)`` in each worker after the app is
+            built, to add the hosting server's own routes; ``None`` for none.
+    """
+
+    group_commit: bool = True
+    threads: int | None = None
+    extend: str | None = None
+
+    def to_json(self) -> str:
+        """The options as one JSON object."""
+        return json.dumps({"group_commit": self.group_commit, "threads": self.threads, "extend": self.extend})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> ServeOptions:
+        """Options from ``to_json``'s text; the defaults for ``None``."""
+        return cls() if text is None else cls(**json.loads(text))
 
 
 # ---------------------------------------------------------------------------------- the workers of serve
 class _ClosingApp:
-    """Close the worker's ledger at shutdown (the app itself has no lifespan of its own)."""
+    """Close the worker's ledger at shutdown (the app itself has no lifespan of its own); size the thread
+    pool at startup."""
 
-    def __init__(self, app: ASGIApp, ledger: Any) -> None:
+    def __init__(self, app: ASGIApp, ledger: Any, *, threads: int | None = None) -> None:
         self.app = app
         self.ledger = ledger
+        self.threads = threads
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -75,6 +114,8 @@ class _ClosingApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                if self.threads is not None:  # the limiter belongs to the running loop: set it here
+                    current_default_thread_limiter().total_tokens = self.threads
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.close()
@@ -88,7 +129,9 @@ class _ClosingApp:
             close()
 
 
-def export_environment(directory: Path, *, token: str, ledger: str | None = None) -> None:
+def export_environment(
+    directory: Path, *, token: str, ledger: str | None = None, options: ServeOptions | None = None
+) -> None:
     """Set what ``app_from_environment`` reads, then build one app and close it, to fail here and once.
 
     Worker processes are spawned: they read their configuration from the environment they inherit.
@@ -98,6 +141,7 @@ def export_environment(directory: Path, *, token: str, ledger: str | None = None
         token: the bearer token (already checked by the caller).
         ledger: ``module:callable`` opening the ledger from ``directory``; ``None`` for the file store
             (or for ``$CAPTURE_LEDGER_SERVE_LEDGER`` when it is set).
+        options: the workers' ``ServeOptions``; ``None`` for the defaults.
 
     Raises:
         Exception: whatever opening the ledger raised, or a ``ValueError`` for a token ``create_app``
@@ -107,6 +151,7 @@ def export_environment(directory: Path, *, token: str, ledger: str | None = None
     os.environ[TOKEN_ENV] = token
     if ledger is not None:
         os.environ[LEDGER_ENV] = ledger
+    os.environ[OPTIONS_ENV] = (options or ServeOptions()).to_json()
     probe = app_from_environment()
     assert isinstance(probe, _ClosingApp)
     probe.close()
@@ -117,7 +162,8 @@ def app_from_environment() -> ASGIApp:
 
     uvicorn calls this (factory mode) in every worker, so no ledger handle is shared between processes.
     The ledger is opened by ``$CAPTURE_LEDGER_SERVE_LEDGER`` (``module:callable``, resolved as uvicorn
-    resolves its own targets) when it is set, else it is a ``FileLineageStore``.
+    resolves its own targets) when it is set, else it is a ``FileLineageStore`` with the options'
+    ``group_commit``. The options' ``extend`` hook, if any, then adds its routes.
 
     Raises:
         KeyError: the environment lacks the directory or the token (``export_environment`` sets both).
@@ -125,8 +171,15 @@ def app_from_environment() -> ASGIApp:
     """
     directory = Path(os.environ[DIRECTORY_ENV])
     target = os.environ.get(LEDGER_ENV)
-    ledger = open_file_store(directory) if target is None else import_from_string(target)(directory)
-    return _ClosingApp(create_app(ledger, auth_token=os.environ[TOKEN_ENV]), ledger)
+    options = ServeOptions.from_json(os.environ.get(OPTIONS_ENV))
+    if target is None:
+        ledger: Any = FileLineageStore(directory, group_commit=options.group_commit)
+    else:
+        ledger = import_from_string(target)(directory)
+    app = create_app(ledger, auth_token=os.environ[TOKEN_ENV])
+    if options.extend is not None:
+        import_from_string(options.extend)(app, ledger)
+    return _ClosingApp(app, ledger, threads=options.threads)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -234,6 +287,7 @@ class ServerProcess(_Served):
         workers: int = 1,
         host: str = "127.0.0.1",
         ledger: str | None = None,
+        options: ServeOptions | None = None,
         startup_timeout: float = 60.0,
     ) -> None:
         """Describe the server; ``start`` (or ``with``) runs it.
@@ -244,6 +298,7 @@ class ServerProcess(_Served):
             workers: uvicorn worker processes, each with its own store handle on ``directory``.
             host: the address to bind.
             ledger: ``module:callable`` opening the served ledger (default: the file store).
+            options: ``--no-group-commit``, ``--threads``, ``--extend`` as ``ServeOptions``.
             startup_timeout: seconds to wait for the first answer.
         """
         self.directory = Path(directory)
@@ -251,6 +306,7 @@ class ServerProcess(_Served):
         self.workers = workers
         self.host = host
         self.ledger = ledger
+        self.options = options or ServeOptions()
         self.startup_timeout = startup_timeout
         self.url = ""
         self._process: subprocess.Popen[bytes] | None = None
@@ -282,6 +338,12 @@ class ServerProcess(_Served):
         command += ["--host", self.host, "--port", "0", "--workers", str(self.workers)]
         if self.ledger is not None:
             command += ["--ledger", self.ledger]
+        if not self.options.group_commit:
+            command += ["--no-group-commit"]
+        if self.options.threads is not None:
+            command += ["--threads", str(self.options.threads)]
+        if self.options.extend is not None:
+            command += ["--extend", self.options.extend]
         environment = {**os.environ, TOKEN_ENV: self.token}
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop
         self._process = subprocess.Popen(
