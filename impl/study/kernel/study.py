@@ -153,6 +153,7 @@ def kernel_cell(
     read_budget: float = READ_BUDGET,
     models: Sequence[PersistenceModel] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    recorded: KernelRecording | None = None,
 ) -> KernelCell:
     """Record ``workload`` on ``fs``, recover and judge every crash state, compare with the models.
 
@@ -168,6 +169,8 @@ def kernel_cell(
         read_budget: seconds one read may take before it counts as a hang.
         models: the persistence models to compare with (default: all, each at the image's block size).
         progress: called with (states done, states in all) as the states are judged.
+        recorded: a recording of this workload, configuration and file system made before (then nothing is
+            recorded: the benchmark judges one recording several times).
 
     Returns:
         The cell's figures, verdicts, counterexamples and findings.
@@ -175,7 +178,8 @@ def kernel_cell(
     Raises:
         KernelSetupError: the machine could not record or recover (never for what the store does).
     """
-    recorded = record_on_kernel(workload, config, fs, root / "record")
+    if recorded is None:
+        recorded = record_on_kernel(workload, config, fs, root / "record")
     started = time.perf_counter()
     found = epochs(recorded.records, block=BLOCK_SIZE)
     states, duplicates = crash_states(found, end=len(recorded.records), subsets=subsets, seed=seed)
