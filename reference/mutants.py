@@ -430,7 +430,8 @@ def open_delete_leaves_fence(workspace: Path) -> DeleteLeavesFence:
 
 
 def open_async_late_write_recreates(workspace: Path) -> AsyncLedger:
-    """``LateWriteRecreates`` behind coroutine methods: the kit must await them to see the bug (R-KIT-5)."""
+    """R-WRITE-4, as ``LateWriteRecreates``, behind coroutine methods: the kit sees the bug only if it
+    awaits them (R-KIT-5)."""
     return AsyncLedger(LateWriteRecreates())
 
 
@@ -492,7 +493,9 @@ MUTANTS: Mapping[str, Mutant] = {
         _mutant("retire_skips_absent", "R-RETIRE-2", "retire does not fence IDs that never recorded"),
         _mutant("retire_reports_retired_removed", "R-RETIRE-2", "retire reports Retired IDs as removed"),
         _mutant("delete_leaves_fence", "R-DELETE-2", "delete drops the rows but leaves the fence"),
-        _mutant("async_late_write_recreates", "R-KIT-5", "late_write_recreates behind async methods"),
+        _mutant(
+            "async_late_write_recreates", "R-WRITE-4", "late_write_recreates behind async methods (R-KIT-5)"
+        ),
         _mutant("handles_not_shared", "R-KIT-4", "each handle is its own ledger", handles=2),
     )
 }

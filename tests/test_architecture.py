@@ -19,6 +19,7 @@ FOLDERS = {
     "spec": "capture_ledger.spec",
     "reference": "capture_ledger.reference",
     "impl": "capture_ledger.impl",
+    "adapters": "capture_ledger.adapters",
 }
 
 #: The groups of docs/architecture.md and the groups each may import (its own group always).
@@ -33,6 +34,8 @@ ALLOWED: dict[str, set[str]] = {
     "impl.store": {"spec.core"},
     "impl.http": {"spec.core", "impl.store"},
     "impl.study": {"spec.core", "spec.concurrency", "spec.crash", "spec.kit", "impl.store"},
+    # Other projects' ledgers behind the protocol (docs/gym.md): the spec and the reference, nothing of impl.
+    "adapters": {"spec", "spec.core", "spec.concurrency", "spec.crash", "spec.kit", "reference"},
     "impl.cli": {
         "spec",
         "spec.core",

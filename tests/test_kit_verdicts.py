@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from capture_ledger.reference import ReferenceLedger, open_reference_ledger
 from capture_ledger.spec import RolloutRemoval
+from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit.calls import CALL_BUDGET_ENV, DEFAULT_CALL_BUDGET, Opaque, call_budget, plain
 from capture_ledger.spec.kit.conformance import KitError, check_ledger, conformance_machine, count_steps
 from capture_ledger.spec.kit.profiles import PROFILES
@@ -161,7 +162,7 @@ def test_a_factory_that_raises_is_a_verdict() -> None:
         raise RuntimeError("cannot open")
 
     message = _rejection(broken)
-    assert "NonConformance: open_ledger raised RuntimeError: cannot open" in message
+    assert "R-KIT-7: open_ledger raised RuntimeError: cannot open" in message
 
 
 class WithoutDelete:
@@ -181,7 +182,10 @@ def test_a_factory_that_returns_no_ledger_is_a_verdict_naming_what_is_missing() 
     assert (
         "open_ledger returned dict, which lacks methods of CaptureLedger: record, record_failure," in message
     )
-    message = _rejection(lambda workspace: WithoutDelete())
+    # A ledger without delete is judged on the rest by default (R-KIT-10), but not when delete is asked for.
+    verdict = check_ledger(lambda workspace: WithoutDelete(), settings=NO_SHRINK)
+    assert "delete" not in verdict.operations and "R-DELETE-1" in verdict.not_checked
+    message = _rejection(lambda workspace: WithoutDelete(), operations=OPERATIONS)
     assert "open_ledger returned WithoutDelete, which lacks methods of CaptureLedger: delete\n" in message
 
 

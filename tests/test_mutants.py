@@ -28,8 +28,9 @@ from capture_ledger.reference.mutants import (
     open_reference,
     open_shared_reference,
 )
-from capture_ledger.spec.kit.conformance import LedgerFactory, check_ledger, conformance_machine, count_steps
+from capture_ledger.spec.kit.conformance import check_ledger, conformance_machine, count_steps, judge_ledger
 from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit.requirements import breaks
 from hypothesis import Phase, settings
 
 #: The search: deterministic, deep enough (25 steps) to reach a retire followed by a late write.
@@ -67,22 +68,22 @@ def _rejection(mutant: Mutant, search: settings) -> str:
     return str(caught.value)
 
 
-def _replay(factory: LedgerFactory, *, handles: int, message: str) -> None:
-    """Run the counterexample printed in ``message`` as a program; it must fail again (R-KIT-6)."""
-    program = message.split("LedgerConformance = conformance_machine(open_ledger, handles=")[1]
-    steps = program.split("\n", 1)[1]
-    namespace: dict[str, Any] = {"LedgerConformance": conformance_machine(factory, handles=handles)}
-    with pytest.raises(AssertionError):
-        exec(steps, namespace)
+def _replay(requirement: str, counterexample: str) -> None:
+    """Run a counterexample as the program it is; it must fail again, with the same requirement (R-KIT-6,
+    R-KIT-11)."""
+    with pytest.raises(breaks(requirement)):
+        exec(counterexample, {})
 
 
 def _check_shrunk(name: str, record_property: Callable[[str, object], None]) -> None:
     mutant = MUTANTS[name]
-    message = _rejection(mutant, SEARCH)
-    steps = count_steps(message)
-    record_property("counterexample_steps", steps)
-    assert 1 <= steps <= MAX_STEPS, message
-    _replay(mutant.factory, handles=mutant.handles, message=message)
+    verdict = judge_ledger(mutant.factory, handles=mutant.handles, settings=SEARCH, target=mutant.target)
+    assert [b.requirement for b in verdict.broken] == [mutant.requirement], verdict.report()
+    (broken,) = verdict.broken
+    record_property("counterexample_steps", broken.steps)
+    assert 1 <= broken.steps <= MAX_STEPS, broken.counterexample
+    assert mutant.requirement in broken.message and "SPEC.md" in broken.message
+    _replay(mutant.requirement, broken.counterexample)
 
 
 def test_late_write_counterexample_runs_when_printed_whole() -> None:
@@ -92,8 +93,9 @@ def test_late_write_counterexample_runs_when_printed_whole() -> None:
     try:
         rollout = state.first_rollout(rollout_id="a")
         state.retire(handle=0, rollout_ids=[rollout])
-        with pytest.raises(AssertionError, match="R-WRITE-5"):
-            state.record(handle=0, rollout_id=rollout, row={"model_call_id": "m0"})
+        state.record(handle=0, rollout_id=rollout, row={"model_call_id": "m0"})  # no warning: held
+        with pytest.raises(breaks("R-WRITE-4"), match="reading back 'a'"):
+            state.every_known_rollout_reads_as_the_model_says()  # the write was not discarded at all
     finally:
         state.teardown()
 
@@ -140,12 +142,15 @@ def test_shared_reference_passes_with_two_handles() -> None:
 
 # ---------------------------------------------------------------------------------- the mutants
 @pytest.mark.parametrize("name", _params(sorted(MUTANTS)))
-def test_kit_catches_mutant(name: str) -> None:
-    """Every mutant fails the kit with a counterexample that names the factory."""
+def test_kit_catches_mutant_naming_its_requirement(name: str) -> None:
+    """Every mutant fails the kit with a counterexample that names the factory and the requirement the
+    mutant breaks (R-KIT-11), and only that one."""
     mutant = MUTANTS[name]
     message = _rejection(mutant, SEARCH_NO_SHRINK)
     assert f"open_{name}" in message
     assert count_steps(message) >= 1, message
+    assert f"broken: {mutant.requirement}\n" in message, message
+    assert f"SPEC.md {mutant.requirement}: " in message
 
 
 @pytest.mark.parametrize("name", _params(list(SHRUNK_IN_CI)))

@@ -15,6 +15,7 @@ FOLDERS = {
     "spec": "capture_ledger/spec",
     "reference": "capture_ledger/reference",
     "impl": "capture_ledger/impl",
+    "adapters": "capture_ledger/adapters",
 }
 DATA = ("*.md", "*.json")
 

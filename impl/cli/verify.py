@@ -1,12 +1,19 @@
-"""``capture-ledger verify``: run the conformance kit against a ledger factory (SPEC.md R-KIT-1..6).
+"""``capture-ledger verify``: run the conformance kit against a ledger factory (SPEC.md R-KIT-1..11).
 
 TARGET is ``module:callable`` (loaded by ``impl.cli.targets``); the callable takes a workspace directory
 (``pathlib.Path``) and returns a ``CaptureLedger`` (or a coroutine resolving to one). The current directory
 is put on ``sys.path`` so that a project's own modules import. Without TARGET the production
 ``FileLineageStore`` is checked with three handles on one directory, as three workers of one model server.
 
-Exit codes: 0 conforms, 1 does not conform (the counterexample is printed), 2 the target cannot be loaded
-(a message naming it, on standard error).
+First the protocol check a model server's start-up would make (methods missing, coroutines, signatures that
+differ), then the verdict: the operations checked, the requirements checked and not checked, and each
+broken requirement with its quoted text and a counterexample program. ``--operations`` chooses the methods
+to check (default: those the ledger has); ``--all`` goes on past the first broken requirement;
+``--json`` prints one object (``Verdict.to_json``) on standard output, the protocol check then going to
+standard error.
+
+Exit codes: 0 conforms, 1 does not conform, 2 the target cannot be loaded or the kit failed (a message on
+standard error, never a traceback).
 Not guaranteed: that a passing run proves conformance; it found no counterexample in the examples run.
 """
 
@@ -15,14 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from pathlib import Path
+import sys
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
 from capture_ledger.impl.cli.targets import FILE_STORE_TARGET, load_target
-from capture_ledger.spec.kit.conformance import check_ledger, conformance_machine, rule_names
-from capture_ledger.spec.kit.profiles import PROFILE_ENV, PROFILES, profile_settings
 
 __all__ = ["DEFAULT_TARGET", "register", "run_verify"]
 
@@ -37,8 +41,8 @@ def register(subparsers: Any) -> None:
         "verify",
         help="check a ledger implementation against the spec",
         description="Run the conformance kit (a Hypothesis state machine driven by the model) against "
-        "the ledgers a factory opens. Exit 0 when no counterexample is found, 1 with the shrunk "
-        "counterexample otherwise.",
+        "the ledgers a factory opens. Exit 0 when no counterexample is found, 1 with each broken "
+        "requirement and its shrunk counterexample otherwise, 2 when the target cannot be loaded.",
     )
     parser.add_argument(
         "target",
@@ -54,14 +58,31 @@ def register(subparsers: Any) -> None:
         f"(default: {_DEFAULT_HANDLES} for the default target, 1 otherwise)",
     )
     parser.add_argument(
-        "--profile",
-        choices=sorted(PROFILES),
+        "--operations",
         default=None,
-        help=f"Hypothesis settings profile (default: ${PROFILE_ENV} or dev)",
+        help="comma-separated protocol methods to check (default: the ones the ledger has)",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="every",
+        help="go on after the first broken requirement and report each one once",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("dev", "ci", "nightly"),
+        default=None,
+        help="Hypothesis settings profile (default: $CAPTURE_LEDGER_PROFILE or dev)",
     )
     parser.add_argument("--max-examples", type=int, default=None, help="override the profile's example count")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.set_defaults(handler=_handle)
+
+
+def _operations(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def run_verify(
@@ -70,45 +91,63 @@ def run_verify(
     handles: int | None = None,
     profile: str | None = None,
     max_examples: int | None = None,
+    operations: tuple[str, ...] | None = None,
+    every: bool = False,
+    protocol_out: Any = None,
 ) -> dict[str, Any]:
-    """Run the kit and return a summary (the ``--json`` object).
+    """Run the kit and return the ``--json`` object (with ``profile`` and ``protocol`` added).
+
+    Args:
+        target: ``module:callable``; default: the production file store.
+        handles: handles per workspace (default: 3 for the default target, else 1).
+        profile: the Hypothesis profile (default: ``$CAPTURE_LEDGER_PROFILE`` or ``dev``).
+        max_examples: overrides the profile's example count.
+        operations: the protocol methods to check (default: those the ledger has).
+        every: report every broken requirement, not only the first.
+        protocol_out: where to print the protocol check before the run (a text stream), or nowhere.
 
     Raises:
         TargetError: the target cannot be loaded.
-        ValueError: an unknown profile.
+        UsageError: an unknown operation or profile, or the kit itself failed (``KitError``).
     """
+    from capture_ledger.spec.kit.conformance import KitError, judge_ledger
+    from capture_ledger.spec.kit.operations import ProtocolCheck
+    from capture_ledger.spec.kit.profiles import PROFILE_ENV, profile_settings
+
     name = target or DEFAULT_TARGET
     factory = load_target(name)
     count = handles if handles is not None else (_DEFAULT_HANDLES if target is None else 1)
-    settings = profile_settings(profile)
+    try:
+        settings = profile_settings(profile)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     if max_examples is not None:
         from hypothesis import settings as Settings  # noqa: N812
 
         settings = Settings(settings, max_examples=max_examples)
-    workspaces: set[Path] = set()
 
-    def counting(workspace: Path) -> Any:
-        workspaces.add(workspace)
-        return factory(workspace)
+    def show(check: ProtocolCheck) -> None:
+        if protocol_out is not None:
+            print("\n".join(check.lines()), file=protocol_out, flush=True)
 
-    started = time.perf_counter()
-    counterexample: str | None = None
     try:
-        check_ledger(counting, handles=count, settings=settings)
-    except AssertionError as error:
-        counterexample = str(error)
-    seconds = time.perf_counter() - started
-    return {
-        "target": name,
-        "handles": count,
-        "profile": profile or os.environ.get(PROFILE_ENV) or "dev",
-        "ok": counterexample is None,
-        "examples": len(workspaces),
-        "rules": len(rule_names(conformance_machine(factory, handles=count))),
-        "seconds": round(seconds, 3),
-        "examples_per_second": round(len(workspaces) / seconds, 1) if seconds else None,
-        "counterexample": counterexample,
-    }
+        verdict = judge_ledger(
+            factory,
+            handles=count,
+            settings=settings,
+            operations=operations,
+            every=every,
+            target=name,
+            on_protocol=show,
+        )
+    except KitError as error:
+        raise UsageError(f"the kit could not judge {name}: {error}") from None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    summary = verdict.to_json()
+    summary["profile"] = profile or os.environ.get(PROFILE_ENV) or "dev"
+    summary["report"] = verdict.report()
+    return summary
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -116,17 +155,29 @@ def _handle(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise UsageError(f"{option} must be at least 1")
     summary = run_verify(
-        args.target, handles=args.handles, profile=args.profile, max_examples=args.max_examples
+        args.target,
+        handles=args.handles,
+        profile=args.profile,
+        max_examples=args.max_examples,
+        operations=_operations(args.operations),
+        every=args.every,
+        protocol_out=sys.stderr if args.json else sys.stdout,
     )
+    report = summary.pop("report")
     if args.json:
+        summary.pop("profile")
         print(json.dumps(summary, indent=2))
-    else:
-        verdict = "conforms" if summary["ok"] else "DOES NOT CONFORM"
-        print(
-            f"{summary['target']} (handles={summary['handles']}, profile={summary['profile']}): "
-            f"{verdict}\n  {summary['examples']} examples, {summary['rules']} rules, "
-            f"{summary['seconds']} s ({summary['examples_per_second']} examples/s)"
-        )
-        if not summary["ok"]:
-            print(summary["counterexample"])
-    return 0 if summary["ok"] else 1
+        return 0 if summary["conforms"] else 1
+    verdict = "conforms" if summary["conforms"] else "DOES NOT CONFORM"
+    rate = summary["examples"] / summary["seconds"] if summary["seconds"] else 0.0
+    print(
+        f"{summary['target']} (handles={summary['handles']}, profile={summary['profile']}): {verdict}\n"
+        f"  operations: {', '.join(summary['operations'])}\n"
+        f"  checked: {', '.join(summary['checked'])}\n"
+        f"  not checked: {', '.join(summary['not_checked']) or 'none'}\n"
+        f"  {summary['examples']} examples, {summary['steps']} steps, {summary['seconds']} s "
+        f"({rate:.1f} examples/s)"
+    )
+    if not summary["conforms"]:
+        print(report)
+    return 0 if summary["conforms"] else 1
