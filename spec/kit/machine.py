@@ -36,26 +36,21 @@ from capture_ledger.spec.concurrency.history import apply_operation
 from capture_ledger.spec.core.model import (
     Admit,
     Delete,
-    Discarded,
-    Err,
     HasRows,
     LedgerState,
-    ManifestValue,
-    Ok,
     Operation,
     ReadManifest,
     Record,
     RecordFailure,
-    Removal,
     Result,
     Retire,
-    manifest_value_of,
     step,
     step_rollout,
 )
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit.calls import CallHung, CallRunner, Outcome, call_budget, error_text
 from capture_ledger.spec.kit.classify import call_requirement, change_requirement, named_ids, state_kind
+from capture_ledger.spec.kit.compare import Read, difference, kind_seen, warning_problem
 from capture_ledger.spec.kit.requirements import fail
 from capture_ledger.spec.kit.strategies import (
     invalid_rollout_ids,
@@ -81,27 +76,12 @@ _Rule = TypeVar("_Rule", bound=Callable[..., Any])
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
-class _Read:
-    """One read of a read-back: what differs from the model (``None``: nothing) and the kind of state it
-    shows (``classify.state_kind``'s, or ``other``)."""
-
-    problem: str | None
-    kind: str
-
-
 @dataclass(slots=True)
 class Counts:
     """What a machine class ran: examples (machines built) and steps (rule calls)."""
 
     examples: int = 0
     steps: int = 0
-
-
-def _describe(result: Result) -> str:
-    if isinstance(result, Err):
-        return f"raises {result.kind.value}"
-    return f"returns {result.value!r}"
 
 
 def _logged(function: _Rule) -> _Rule:
@@ -118,75 +98,6 @@ def _logged(function: _Rule) -> _Rule:
         return function(self, **arguments)
 
     return logged  # type: ignore[return-value]
-
-
-def _difference(op: Operation, expected: Result, outcome: Outcome) -> str | None:
-    """How ``outcome`` differs from the model's ``expected`` result, or ``None`` (R-KIT-1)."""
-    if outcome.error is not None:
-        if isinstance(expected, Err) and expected.kind.matches(outcome.error):
-            return None
-        return f"raised {outcome.error_text}; the model {_describe(expected)}"
-    actual = outcome.value
-    if isinstance(expected, Err):
-        return f"returned {actual!r}; the model {_describe(expected)}"
-    value = expected.value
-    if isinstance(op, Record | RecordFailure):
-        return None if actual is None else f"returned {actual!r}; writes return None"
-    if isinstance(op, ReadManifest):
-        assert isinstance(value, ManifestValue)
-        got: ManifestValue | None = None
-        named: object = None
-        try:
-            got = manifest_value_of(actual)  # type: ignore[arg-type]
-            named = actual["rollout_id"]  # type: ignore[index]
-        except (KeyError, TypeError, ValueError, AttributeError):
-            got = None
-        if got is None:
-            return f"returned a malformed manifest {actual!r}"
-        if named != op.rollout_id or got != value:
-            return f"returned {actual!r}; the model returns {value.to_manifest(str(op.rollout_id))!r}"
-        return None
-    if isinstance(op, Retire | Delete):
-        assert isinstance(value, Removal)
-        want = {"removed": list(value.removed), "absent": list(value.absent)}
-        got_removal = actual
-        if isinstance(actual, dict):  # plain data: a list or a tuple of IDs is a sequence either way
-            parts = {key: actual.get(key) for key in want}
-            got_removal = {k: [*v] if isinstance(v, list | tuple) else v for k, v in parts.items()}
-        return None if got_removal == want else f"returned {actual!r}; the model returns {want!r}"
-    if type(actual) is not type(value) or actual != value:
-        return f"returned {actual!r}; the model returns {value!r}"
-    return None
-
-
-def _warning_problem(expected: Result, outcome: Outcome) -> tuple[bool, str | None]:
-    """``(discarded, problem)``: whether the model discards the write, and what is wrong with the warnings
-    logged (R-WRITE-5, R-KIT-3), or ``None``."""
-    if outcome.problem is not None:
-        return False, outcome.problem
-    messages = list(outcome.warnings)
-    value = expected.value if isinstance(expected, Ok) else None
-    if not isinstance(value, Discarded):
-        return False, (f"logged {messages!r}; it should log no warning" if messages else None)
-    if len(messages) != 1:
-        return True, f"logged {messages!r}; a discarded write logs exactly one warning"
-    needed = [value.rollout_id] + ([value.staging_key] if value.staging_key else [])
-    missing = [n for n in needed if n not in messages[0]]
-    return True, (f"logged {messages[0]!r}, which does not name {missing!r}" if missing else None)
-
-
-def _kind_seen(op: Operation, outcome: Outcome) -> str:
-    """The kind of state a read's outcome shows: ``absent``, ``live``, ``retired`` or ``other``."""
-    if outcome.error is not None:
-        return "retired" if type(outcome.error).__name__ == "RolloutRetiredError" else "other"
-    value = outcome.value
-    if isinstance(op, HasRows):
-        return {True: "live", False: "absent"}.get(value, "other") if type(value) is bool else "other"
-    try:
-        seen = manifest_value_of(value)  # type: ignore[arg-type]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return "other"
-    return "live" if seen.records or seen.failures else "absent"
 
 
 def conformance_machine(
@@ -321,12 +232,12 @@ def conformance_machine(
             before = self._model
             after, expected = step(before, op)
             outcome = self._call(handle, op)
-            problem = _difference(op, expected, outcome)
+            problem = difference(op, expected, outcome)
             if problem is not None:
                 requirement = call_requirement(op, before, outcome.value)
                 self._broken(requirement, f"handle {handle}: {op!r} {problem}", ids)
                 return
-            discarded, warning = _warning_problem(expected, outcome)
+            discarded, warning = warning_problem(expected, outcome)
             if warning is not None:
                 what = f"handle {handle}: {op!r} {warning}"
                 if discarded:  # R-WRITE-5, unless the read-back shows the write was not discarded at all
@@ -347,19 +258,19 @@ def conformance_machine(
                 "manifest": step_rollout(state, rollout_id, ReadManifest(rollout_id))[1],
             }
 
-        def _reads(self, handle: int, rollout_id: str, expected: dict[str, Result]) -> dict[str, _Read]:
+        def _reads(self, handle: int, rollout_id: str, expected: dict[str, Result]) -> dict[str, Read]:
             """Run each read on ``handle``: per read, what differs from the model and the kind of state
             it shows."""
-            found: dict[str, _Read] = {}
+            found: dict[str, Read] = {}
             for name in reads:
                 op: Operation = HasRows(rollout_id) if name == "has_rows" else ReadManifest(rollout_id)
                 outcome = self._call(handle, op)
-                problem = _difference(op, expected[name], outcome)
+                problem = difference(op, expected[name], outcome)
                 if problem is None and (outcome.warnings or outcome.problem):
                     problem = (
                         outcome.problem or f"logged {list(outcome.warnings)!r}; it should log no warning"
                     )
-                found[name] = _Read(None if problem is None else f"{name} {problem}", _kind_seen(op, outcome))
+                found[name] = Read(None if problem is None else f"{name} {problem}", kind_seen(op, outcome))
             return found
 
         def _read_back(self, rollout_id: str) -> None:
@@ -373,7 +284,7 @@ def conformance_machine(
                     self._broken(requirement, what, [rollout_id])
                     return
 
-        def _blame(self, handle: int, rollout_id: str, found: dict[str, _Read]) -> tuple[str, str]:
+        def _blame(self, handle: int, rollout_id: str, found: dict[str, Read]) -> tuple[str, str]:
             """The requirement a wrong read-back breaks (``classify``), and a note saying why."""
             kind = state_kind(self._model.get(rollout_id))
             wrong = [name for name, read in found.items() if read.problem]
