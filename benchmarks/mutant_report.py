@@ -1,6 +1,7 @@
 """Run the conformance kit against every mutant and print what it found (SPEC.md §Conformance, R-KIT-6).
 
-For each mutant of ``capture_ledger.reference.mutants``: the requirement it breaks, the length of the
+For each mutant of ``capture_ledger.reference.mutants``: the requirement it breaks, the requirement the
+kit's verdict names (R-KIT-11; a mutant counts as caught only when they are the same), the length of the
 shrunk counterexample (``count_steps``), and the seconds (wall and CPU) the kit took to find and shrink
 it. The correct ``ReferenceLedger`` runs first under the same settings; its full passing run is the
 baseline of the ``x ref`` ratio. Settings are those of tests/test_mutants.py's ``slow`` tier:
@@ -22,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from capture_ledger.reference.mutants import MUTANTS, open_reference
-from capture_ledger.spec.kit.conformance import LedgerFactory, check_ledger, count_steps
+from capture_ledger.spec.kit.conformance import LedgerFactory, judge_ledger
 from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit.verdict import Broken
 from hypothesis import settings
 
 
@@ -33,6 +35,7 @@ class Row:
 
     mutant: str
     requirement: str
+    named: str
     caught: bool
     steps: int
     wall_seconds: float
@@ -52,19 +55,11 @@ def _search(max_examples: int, steps: int) -> settings:
     )
 
 
-def _run(factory: LedgerFactory, *, handles: int, search: settings) -> tuple[str | None, float, float]:
+def _run(factory: LedgerFactory, *, handles: int, search: settings) -> tuple[Broken | None, float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
-    try:
-        check_ledger(factory, handles=handles, settings=search)
-        message = None
-    except AssertionError as error:
-        message = str(error)
-    return message, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def _failure(message: str) -> str:
-    lines = message.splitlines()
-    return lines[1][:100] if len(lines) > 1 else ""
+    verdict = judge_ledger(factory, handles=handles, settings=search)
+    first = verdict.broken[0] if verdict.broken else None
+    return first, time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -79,28 +74,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     baseline, base_wall, base_cpu = _run(open_reference, handles=1, search=search)
     if baseline is not None:
-        print(f"the reference ledger FAILED the kit:\n{baseline}")
+        print(f"the reference ledger FAILED the kit:\n{baseline.message}\n{baseline.counterexample}")
         return 1
     if not args.json:
         print(f"settings: {args.examples} examples x {args.steps} steps, derandomized, one bug at a time")
         print(f"reference ledger passes: {base_wall:.2f} s wall, {base_cpu:.2f} s CPU (the 'x ref' baseline)")
         print()
-        print(f"| {'mutant':<31} | {'requirement':<11} |  steps | wall s |  CPU s | x ref |")
-        print(f"|{'-' * 33}|{'-' * 13}|-------:|-------:|-------:|------:|")
+        print(
+            f"| {'mutant':<31} | {'requirement':<11} | {'kit names':<11} |  steps | wall s |  CPU s | x ref |"
+        )
+        print(f"|{'-' * 33}|{'-' * 13}|{'-' * 13}|-------:|-------:|-------:|------:|")
 
     missed = 0
     names = args.only or list(MUTANTS)
     for name in names:
         mutant = MUTANTS[name]
-        message, wall, cpu = _run(mutant.factory, handles=mutant.handles, search=search)
+        broken, wall, cpu = _run(mutant.factory, handles=mutant.handles, search=search)
         row = Row(
             mutant=name,
             requirement=mutant.requirement,
-            caught=message is not None,
-            steps=count_steps(message) if message else 0,
+            named=broken.requirement if broken else "",
+            caught=broken is not None and broken.requirement == mutant.requirement,
+            steps=broken.steps if broken else 0,
             wall_seconds=round(wall, 2),
             cpu_seconds=round(cpu, 2),
-            first_failure=_failure(message) if message else "",
+            first_failure=broken.message.splitlines()[0][:100] if broken else "",
         )
         missed += not row.caught
         if args.json:
@@ -108,8 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             steps = str(row.steps) if row.caught else "MISSED"
             print(
-                f"| {name:<31} | {mutant.requirement:<11} | {steps:>6} | {wall:>6.1f} | {cpu:>6.1f} "
-                f"| {cpu / base_cpu:>5.1f} |",
+                f"| {name:<31} | {mutant.requirement:<11} | {row.named:<11} | {steps:>6} | {wall:>6.1f} "
+                f"| {cpu:>6.1f} | {cpu / base_cpu:>5.1f} |",
                 flush=True,
             )
     return 1 if missed else 0
