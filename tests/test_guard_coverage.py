@@ -4,6 +4,7 @@ it does with it; and each field really leaves its step out of the store's orderi
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -52,15 +53,23 @@ def test_the_default_variant_is_the_production_ordering() -> None:
 def _calls(directory: Path, variant: StoreVariant) -> list[tuple[str, str]]:
     """Every seam call of one workload that exercises every step: a record, another handle's delete and
     re-record, a record on a stale cache, retires of a Live and an already retired ID, an admission and a
-    late write to a Retired ID, a delete."""
+    late write to a Retired ID, a delete; and a retire that asks for its sync while another handle's shared
+    sync is running (group commit, R-STORE-9)."""
     calls: list[tuple[str, str]] = []
+    asked = threading.Event()  # the retire waits for the running sync, or has returned without waiting
 
     def log(call: FsCall, outcome: object) -> None:
         calls.append((call.method, call.name))
 
+    def note_wait(call: FsCall) -> None:
+        if call.method == "await_sync":
+            asked.set()
+
     inner = OsFileSystem(directory, stripes=4)
     other = FileLineageStore(directory, fs=inner)
-    store = FileLineageStore(directory, fs=HookedFileSystem(inner, after=log), ordering=variant.ordering())
+    store = FileLineageStore(
+        directory, fs=HookedFileSystem(inner, before=note_wait, after=log), ordering=variant.ordering()
+    )
     store.record("r", {"model_call_id": "a"})
     other.delete(["r"])
     other.record("r", {"model_call_id": "x"})
@@ -70,6 +79,23 @@ def _calls(directory: Path, variant: StoreVariant) -> list[tuple[str, str]]:
     store.admit("r", "c")
     store.record("r", {"model_call_id": "c"})
     store.delete(["r", "s"])
+
+    def retire_t() -> None:
+        try:
+            store.retire(["t"])
+        finally:
+            asked.set()
+
+    racer = threading.Thread(target=retire_t)
+
+    def during_the_sync(call: FsCall) -> None:  # the leader's sync has started, not yet issued
+        if call.method == "sync_dir" and not racer.is_alive() and not asked.is_set():
+            racer.start()
+            asked.wait()
+
+    leader = FileLineageStore(directory, fs=HookedFileSystem(inner, before=during_the_sync))
+    leader.retire(["u"])
+    racer.join()
     inner.close_all()
     return calls
 

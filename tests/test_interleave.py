@@ -58,6 +58,7 @@ VARIANTS = {
     "fence_lookup_on_write": "retire-vs-late-write",
     "admit_checks_fence": "admit-vs-retire",
     "cache_coherence": "delete-vs-write",
+    "await_shared_sync": "shared-sync-two-retires",
 }
 
 

@@ -3,13 +3,18 @@
 What they prove: run one call at a time, the step model returns exactly what the sequential model returns
 and leaves the directory in the state the model says (so the step model is a refinement of ``model``);
 retire and delete take the locks, syncs and unlinks DESIGN §5 lists, in that order; a retire of two IDs
-is not atomic (a write to the second can come between the two IDs' phase-1 steps); guards are named.
+is not atomic (a write to the second can come between the two IDs' phase-1 steps); guards are named; with
+group commit (R-STORE-9) a lone removal leads its own syncs, a removal that asks while another's sync runs
+waits for the next one and may share it, and without ``await_shared_sync`` the explorer catches one that
+goes on early.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
-from capture_ledger.spec.concurrency.explore import explore
+from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, SLOW, explore
 from capture_ledger.spec.concurrency.programs import successor
 from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,
@@ -64,11 +69,15 @@ def _run_alone(config: Config, guards: Guards | None = None) -> tuple[State, lis
     return state, texts
 
 
-@given(st.lists(st.tuples(_calls(), st.integers(0, 1)), max_size=12))
+@given(st.lists(st.tuples(_calls(), st.integers(0, 1)), max_size=12), st.booleans())
 @profile_settings()
-def test_one_call_at_a_time_the_step_model_is_the_sequential_model(calls: list[tuple[Call, int]]) -> None:
+def test_one_call_at_a_time_the_step_model_is_the_sequential_model(
+    calls: list[tuple[Call, int]], group_commit: bool
+) -> None:
     clients = tuple(Client(handle, (call,)) for call, handle in calls)
-    config = Config(name="sequential", ids=IDS, clients=clients, setup=len(clients))
+    config = Config(
+        name="sequential", ids=IDS, clients=clients, setup=len(clients), group_commit=group_commit
+    )
     state, _ = _run_alone(config)
     expected = model.LedgerState()
     for client, (call, _) in enumerate(calls):
@@ -199,9 +208,88 @@ def test_guards_are_named_and_switch_off_one_at_a_time() -> None:
         "admit_checks_fence",
         "cache_coherence",
         "read_lock",
+        "await_shared_sync",
     )
     off = Guards().without("recheck_fence")
     assert not off.recheck_fence
     assert all(getattr(off, name) for name in GUARD_NAMES if name != "recheck_fence")
     with pytest.raises(ValueError, match="unknown guard"):
         Guards().without("no_such_guard")
+
+
+def _group(*clients: Client, ids: tuple[str, ...] = IDS) -> Config:
+    return Config(name="shared", ids=ids, clients=clients, handles=3, group_commit=True)
+
+
+def test_with_group_commit_a_lone_removal_leads_its_own_syncs() -> None:
+    # R-STORE-9: with nobody else asking, each sync point starts a sync and completes it.
+    config = _group(Client(0, (RetireCall(("a",)),)))
+    state, texts = _run_alone(config)
+    assert [t.split(") ", 1)[1] for t in texts] == [
+        "lock stripe of a",
+        "look up ledger of a: absent",
+        "create fence of a",
+        "unlock stripe of a; start sync 1",
+        "fsync directory (sync 1)",
+    ]
+    assert (state.sync_started, state.sync_finished, state.sync_leader) == (1, 1, -1)
+
+
+def test_with_group_commit_one_sync_serves_callers_that_asked_while_another_ran() -> None:
+    # R-STORE-9: retire a starts sync 1; retires b and c ask while it runs, so they wait for sync 2,
+    # which one of them starts and the other shares.
+    config = _group(
+        Client(0, (RetireCall(("a",)),)),
+        Client(1, (RetireCall(("b",)),)),
+        Client(2, (RetireCall(("c",)),)),
+        ids=("a", "b", "c"),
+    )
+    state = initial_state(config)
+    schedule = [0] * 4 + [1] * 4 + [2] * 4  # each up to its sync point; a leads sync 1, b and c wait
+    for client in schedule:
+        step = successor(config, Guards(), state, client)
+        assert step is not None, client
+        state = step[1]
+    assert successor(config, Guards(), state, 1) is None  # waiting for sync 2
+    for client, text in [
+        (0, "fsync directory (sync 1)"),
+        (1, "no sync running: start sync 2"),
+        (2, None),  # still waiting: sync 2 runs
+        (1, "fsync directory (sync 2)"),
+        (2, "sync 2 finished: go on"),
+    ]:
+        step = successor(config, Guards(), state, client)
+        if text is None:
+            assert step is None
+            continue
+        assert step is not None and step[0].endswith(text), (step, text)
+        state = step[1]
+    assert state.sync_finished == 2 and not state.unsynced  # three retires, two syncs
+
+
+def test_a_removal_that_goes_on_while_a_sync_runs_is_caught() -> None:
+    # Without await_shared_sync a retire that asks while another's sync runs goes on at once: the
+    # explorer reports the ghost breach (R-STORE-9), which the crash study shows losing its fence.
+    config = _group(
+        Client(0, (RetireCall(("a",)),)), Client(1, (RetireCall(("b",)),)), Client(2, (RecordCall("a", "m"),))
+    )
+    assert explore(config).ok
+    run = explore(config, Guards().without("await_shared_sync"))
+    assert run.counterexample is not None
+    assert run.counterexample.property == "R-STORE-9 shared sync finished first"
+    assert "count on running sync 1: go on" in run.counterexample.steps[-1]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+        for n, c in CONFIGURATIONS.items()
+        if not c.group_commit
+    ],
+)
+def test_every_configuration_holds_with_group_commit(name: str) -> None:
+    """Every R-CONC property and linearizability hold when the same clients share their syncs."""
+    config = dataclasses.replace(CONFIGURATIONS[name], group_commit=True)
+    run = explore(config)
+    assert run.ok, str(run.counterexample)

@@ -35,6 +35,7 @@ _SHORT = {
     "linearizability": "lin",
     "R-CONC-2 retired stays retired": "CONC-2",
     "R-CONC-3 write after delete survives": "CONC-3",
+    "R-STORE-9 shared sync finished first": "STORE-9",
     "deadlock": "deadlock",
 }
 
@@ -80,7 +81,8 @@ def format_ablation(table: dict[str, dict[str, Exploration]]) -> str:
         )
     lines.append(
         "cells: violated property @ counterexample length in steps (setup steps included); - no violation. "
-        "lin = linearizability, CONC-2 = retired stays retired, CONC-3 = write after delete survives."
+        "lin = linearizability, CONC-2 = retired stays retired, CONC-3 = write after delete survives, "
+        "STORE-9 = shared sync finished first."
     )
     return "\n".join(lines)
 

@@ -11,7 +11,8 @@ is re-read from byte 0. The handle that removes a ledger drops its own entry. So
 appends after rows, that another handle removed or replaced (R-STORE-7).
 
 Thread-safe: the index is guarded by a lock; one ``CachedLedger`` is changed only under its rollout's
-stripe lock. Not guaranteed: any hit rate; entries of other handles are not dropped, only found stale.
+stripe lock. Not guaranteed: any hit rate; entries of other handles are not dropped, only found stale (or
+swept: ``FileLineageStore.sweep_cache`` drops every entry whose removal counter moved).
 """
 
 from __future__ import annotations
@@ -95,6 +96,20 @@ class LedgerCache:
             old = self._entries.pop(rollout_id, None)
             if old is not None:
                 self._rows -= old.counted
+
+    def entries(self) -> list[tuple[str, CachedLedger]]:
+        """A snapshot of every ``(rollout ID, entry)`` held now, least recently used first."""
+        with self._lock:
+            return list(self._entries.items())
+
+    def drop_if(self, rollout_id: str, entry: CachedLedger) -> bool:
+        """Forget ``rollout_id`` if ``entry`` is still what is held for it; whether it was dropped."""
+        with self._lock:
+            if self._entries.get(rollout_id) is not entry:
+                return False
+            del self._entries[rollout_id]
+            self._rows -= entry.counted
+            return True
 
     def clear(self) -> None:
         """Forget everything."""

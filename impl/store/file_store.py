@@ -8,11 +8,15 @@ seam (``fs``); the order of creates, syncs and unlinks, and the fence checks, ar
 parsed rows (``cache``) and re-validates them under the lock, so handles in several processes on one
 directory behave as the workers of one model server.
 
+Concurrent removals in one process share their directory syncs (group commit, ``syncs``, R-STORE-9) unless
+``group_commit=False``. ``fence_sync="auto"`` (the default) detects the directory's file system at open and
+takes the cheapest fence sync the crash study shows safe there (``filesystems``, R-STORE-10).
+
 Guaranteed (given the persistence model of SPEC.md §Crash): a returned ``record`` is durable; a returned
 ``retire`` leaves its batch Retired and no later write re-creates a ledger until a delete (R-CONC-2); a
 returned ``delete`` leaves its batch Absent. Not guaranteed: atomicity of a batch across IDs (R-CONC-1);
 exclusion on network file systems whose ``flock`` is node-local (use node-local directories); durability
-of fences on a file system without a journal unless ``fence_sync="file"`` or ``"syncfs"``
+of fences on a file system without a journal when ``fence_sync="directory"`` is forced there
 (docs/architecture.md §Facts).
 """
 
@@ -26,13 +30,15 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from capture_ledger.impl.store.cache import CachedLedger, LedgerCache
+from capture_ledger.impl.store.filesystems import detect
 from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import decode, encode, fence_name, ledger_name
 from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot, stripe_lock
-from capture_ledger.impl.store.ordering import FenceSync, Ordering
+from capture_ledger.impl.store.ordering import FENCE_SYNCS, FenceSync, Ordering
+from capture_ledger.impl.store.syncs import private_syncs, shared_syncs
 from capture_ledger.spec.core.errors import ConflictingRecordError, RolloutRetiredError
 from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
@@ -79,13 +85,22 @@ class OperationCounts:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreStatistics:
-    """A snapshot of one handle's counters (``FileLineageStore.statistics``)."""
+    """A snapshot of one handle's counters (``FileLineageStore.statistics``).
+
+    ``syncs_issued`` and ``syncs_joined`` count the removals' syncs of every handle of this process on the
+    directory when group commit is on (they share them), this handle's alone when it is off: syncs
+    issued, and calls that returned on a sync another call issued.
+    """
 
     cached_rollouts: int
     cached_rows: int
     fences_written: int
     late_writes_discarded: int
     operations: OperationCounts
+    fence_sync: FenceSync = "directory"
+    group_commit: bool = True
+    syncs_issued: int = 0
+    syncs_joined: int = 0
 
 
 class FileLineageStore:
@@ -97,14 +112,18 @@ class FileLineageStore:
         stripes: lock stripes when ``fs`` is not given; every process on one directory must agree.
         cache_rollouts: most rollouts whose parsed rows this handle keeps (0 disables the cache).
         cache_rows: most rows kept over all cached rollouts.
-        fence_sync: how retire makes new fences durable: ``"directory"`` (the default), ``"file"`` or
-            ``"syncfs"``; shorthand for ``ordering=Ordering(fence_sync=...)``.
+        group_commit: concurrent removals of this process on this directory share their syncs (R-STORE-9);
+            ``False`` gives each call its own.
+        fence_sync: how retire makes new fences durable: ``"auto"`` (the default: the cheapest option safe
+            on the directory's file system, detected at open, R-STORE-10), ``"directory"``, ``"file"`` or
+            ``"syncfs"``; shorthand for ``ordering=Ordering(fence_sync=...)``. Read the choice back as
+            ``fence_sync``.
         ordering: the order of durable effects and fence checks, the second seam; default the production
             ``Ordering``. Only the study tools pass another (``impl/study/variants.py``).
 
     Raises:
         ValueError: a bound is negative, ``stripes`` is below 1, ``fence_sync`` is unknown, or both
-            ``fence_sync`` and ``ordering`` are given.
+            an explicit ``fence_sync`` and ``ordering`` are given.
     """
 
     def __init__(
@@ -115,12 +134,15 @@ class FileLineageStore:
         stripes: int = 64,
         cache_rollouts: int = DEFAULT_CACHE_ROLLOUTS,
         cache_rows: int = DEFAULT_CACHE_ROWS,
-        fence_sync: FenceSync | None = None,
+        group_commit: bool = True,
+        fence_sync: FenceSync | Literal["auto"] = "auto",
         ordering: Ordering | None = None,
     ) -> None:
-        if ordering is None:
-            ordering = Ordering(fence_sync="directory" if fence_sync is None else fence_sync)
-        elif fence_sync is not None:
+        if fence_sync != "auto" and fence_sync not in FENCE_SYNCS:
+            raise ValueError(
+                f"fence_sync must be 'auto' or one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}"
+            )
+        if ordering is not None and fence_sync != "auto":
             raise ValueError("give fence_sync to the Ordering, not to the store as well")
         self._cache = LedgerCache(max_rollouts=cache_rollouts, max_rows=cache_rows)  # validates first
         self.directory = pathlib.Path(directory)
@@ -128,14 +150,40 @@ class FileLineageStore:
         if fs is None:
             self._owned = OsFileSystem(self.directory, stripes=stripes)
             fs = self._owned
+        how = "given"
+        if ordering is None:
+            if fence_sync == "auto":
+                detection = detect(self.directory)
+                fence_sync, how = detection.fence_sync, f"auto: {detection.reason}"
+            ordering = Ordering(fence_sync=fence_sync)
+        elif fence_sync == "auto":
+            how = "given by the ordering"
         self._fs: FileSystem = fs
         self._stripes = fs.stripes
         self._ordering = ordering
+        self._syncs = shared_syncs(self.directory) if group_commit else private_syncs()
         self._rollouts = _Rollouts(self)
         self._counts_lock = threading.Lock()
         self._counts = dict.fromkeys(OPERATIONS, 0)
         self._fences_written = 0
         self._discarded = 0
+        logger.info(
+            "lineage store on %s: fence_sync=%s (%s), group_commit=%s",
+            self.directory,
+            ordering.fence_sync,
+            how,
+            "on" if group_commit else "off",
+        )
+
+    @property
+    def fence_sync(self) -> FenceSync:
+        """How this handle makes new fences durable: the resolved choice (never ``"auto"``)."""
+        return self._ordering.fence_sync
+
+    @property
+    def group_commit(self) -> bool:
+        """Whether this handle shares its removals' syncs with the process's other calls (R-STORE-9)."""
+        return self._syncs.shared
 
     # ------------------------------------------------------------------------------------ life cycle
     def close(self) -> None:
@@ -156,6 +204,7 @@ class FileLineageStore:
     def statistics(self) -> StoreStatistics:
         """This handle's counters and cache size now."""
         rollouts, rows = self._cache.size()
+        issued, joined = self._syncs.counts()
         with self._counts_lock:
             return StoreStatistics(
                 cached_rollouts=rollouts,
@@ -163,7 +212,31 @@ class FileLineageStore:
                 fences_written=self._fences_written,
                 late_writes_discarded=self._discarded,
                 operations=OperationCounts(**self._counts),
+                fence_sync=self.fence_sync,
+                group_commit=self.group_commit,
+                syncs_issued=issued,
+                syncs_joined=joined,
             )
+
+    def sweep_cache(self) -> int:
+        """Drop every cached ledger that some handle removed since it was cached (R-STORE-7).
+
+        A handle forgets the rows of the ledgers it removes itself; those another handle (or process)
+        removed stay cached until they are used (and then found stale) or evicted. This finds them: one
+        read of the removal counter per cached ledger, without the stripe lock (an entry dropped that was
+        still good costs one re-read later; one kept is validated under the lock before any use).
+        A server may call it when its metrics are read.
+
+        Returns:
+            How many cached ledgers were dropped.
+        """
+        fs, order, stripes = self._fs, self._ordering, self._stripes
+        dropped = 0
+        for rollout_id, cached in self._cache.entries():
+            stripe, slot = rollout_slot(rollout_id, stripes)
+            if not order.cache_current(cached, fs.generation(stripe, slot)):
+                dropped += self._cache.drop_if(rollout_id, cached)
+        return dropped
 
     def _served(self, operation: str) -> None:
         with self._counts_lock:
@@ -362,7 +435,7 @@ class FileLineageStore:
         self._served(operation)
         batch = validate_rollout_ids(rollout_ids)
         remove = self._ordering.retire if operation == "retire" else self._ordering.delete
-        outcome = remove(self._fs, batch, self._rollouts)
+        outcome = remove(self._fs, batch, self._rollouts, self._syncs)
         if outcome.fences_written:
             with self._counts_lock:
                 self._fences_written += outcome.fences_written
@@ -412,6 +485,20 @@ def _already_there(loaded: CachedLedger, entry: Entry, rollout_id: str) -> bool:
     return entry in loaded.failures
 
 
-def open_file_store(workspace: pathlib.Path) -> FileLineageStore:
-    """Open a ``FileLineageStore`` handle on ``workspace`` (the default ``capture-ledger verify`` target)."""
-    return FileLineageStore(workspace)
+def open_file_store(
+    workspace: str | os.PathLike[str],
+    *,
+    group_commit: bool = True,
+    fence_sync: FenceSync | Literal["auto"] = "auto",
+) -> FileLineageStore:
+    """Open a ``FileLineageStore`` handle on ``workspace`` (the default ``capture-ledger verify`` target).
+
+    Args:
+        workspace: the lineage directory.
+        group_commit: as for ``FileLineageStore`` (R-STORE-9).
+        fence_sync: as for ``FileLineageStore`` (R-STORE-10).
+
+    Returns:
+        The handle.
+    """
+    return FileLineageStore(workspace, group_commit=group_commit, fence_sync=fence_sync)

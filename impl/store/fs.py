@@ -21,8 +21,14 @@ file, even when the file system reuses the inode number at once (ext4 does, meas
 counters are volatile coordination, not data: they are never fsynced, a crash may lose them, and after a
 crash no cache survives. Recorders may treat them as having no durable effect.
 
+``await_sync`` is the one call that is not about files: a caller of group commit (``syncs``, R-STORE-9)
+blocks there until the shared sync it needs has finished or none is running. It is on the seam, as ``lock``
+is, so that the study tools see every wait: the scheduler makes it a scheduling point it understands (the
+thread is enabled only when the wait would return), the recorder and the tests see who waited.
+
 Guaranteed: each method is one system call or a fixed, documented handful (``open_append`` is ``open``;
-``create_file`` is ``open`` + ``close``; ``advance_generation`` is ``pread`` + ``pwrite``). Not guaranteed:
+``create_file`` is ``open`` + ``close``; ``advance_generation`` is ``pread`` + ``pwrite``; ``await_sync``
+makes none). Not guaranteed:
 durability of anything not fsynced, or that a ``stat`` result still holds after the call returns unless the
 caller holds the rollout's lock.
 """
@@ -47,6 +53,7 @@ __all__ = [
     "FsCall",
     "HookedFileSystem",
     "OsFileSystem",
+    "SyncWait",
     "lock_file_name",
 ]
 
@@ -65,6 +72,16 @@ class FileStat:
 def lock_file_name(stripe: int) -> str:
     """The name of lock stripe ``stripe``'s file; created once, never deleted (R-STORE-2)."""
     return f".capture-ledger.lock.{stripe:03d}"
+
+
+class SyncWait(Protocol):
+    """What ``await_sync`` waits on: one shared sync register of group commit (``syncs.SyncRegister``)."""
+
+    def ready(self, ticket: int) -> bool:
+        """Whether a wait for sync ``ticket`` would return now: it finished, or no sync is running."""
+
+    def wait_for(self, ticket: int) -> None:
+        """Block until ``ready(ticket)``."""
 
 
 @runtime_checkable
@@ -123,6 +140,9 @@ class FileSystem(Protocol):
 
     def advance_generation(self, stripe: int, slot: int) -> None:
         """Add one to removal counter ``slot`` of stripe ``stripe``; caller holds the lock. Not durable."""
+
+    def await_sync(self, register: SyncWait, ticket: int) -> None:
+        """Block until ``register.ready(ticket)``: group commit's wait for a shared sync (R-STORE-9)."""
 
 
 class OsFileSystem:
@@ -269,6 +289,9 @@ class OsFileSystem:
         value = (self.generation(stripe, slot) + 1) % (1 << 64)
         os.pwrite(self._lock_fds[stripe], value.to_bytes(8, "little"), _slot_offset(slot))
 
+    def await_sync(self, register: SyncWait, ticket: int) -> None:
+        register.wait_for(ticket)
+
     def close_all(self) -> None:
         """Close the directory and lock descriptors. The lock files stay (R-STORE-2)."""
         for fd in [*self._lock_fds, self._dir_fd]:
@@ -309,7 +332,8 @@ class FsCall:
             was not opened through this wrapper), or ``""`` when it names none (``lock``, ``sync_dir``).
         args: the arguments, a descriptor shown as its file name: ``lock (stripe,)``, ``stat (name,)``,
             ``read (name, offset)``, ``open_append (name, create)``, ``write (name, data)``,
-            ``truncate (name, size)``, ``generation (stripe, slot)``, and so on.
+            ``truncate (name, size)``, ``generation (stripe, slot)``, ``await_sync (register, ticket)``,
+            and so on.
         fd: the descriptor a ``write``, ``fsync``, ``close``, ``fstat`` or ``truncate`` acts on.
     """
 
@@ -445,4 +469,9 @@ class HookedFileSystem:
         self.around(
             FsCall("advance_generation", "", (stripe, slot)),
             lambda: self.inner.advance_generation(stripe, slot),
+        )
+
+    def await_sync(self, register: SyncWait, ticket: int) -> None:
+        self.around(
+            FsCall("await_sync", "", (register, ticket)), lambda: self.inner.await_sync(register, ticket)
         )

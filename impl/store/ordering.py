@@ -1,4 +1,5 @@
-"""The one place that orders the store's durable effects (SPEC.md R-STORE-3..5, R-CONC-2..3; SPEC.md §Store).
+"""The one place that orders the store's durable effects (SPEC.md R-STORE-3..5, R-STORE-9, R-CONC-2..3;
+SPEC.md §Store).
 
 ``Ordering`` holds the protocol's order of creates, fsyncs, directory syncs, truncates and unlinks, and the
 fence checks that go with them. ``FileLineageStore`` makes every such call through one ``Ordering``, in
@@ -23,6 +24,11 @@ journaled file system), ``"file"`` (also fsync each new fence before that direct
 directory fsync persists a new file's entry but not its inode, as on the unjournaled ext4 of
 docs/architecture.md §Facts), ``"syncfs"`` (one ``syncfs(2)`` per batch instead of the directory fsync).
 
+The removals' syncs (``sync_fences``, ``sync_unlinks``, ``sync_delete``) go through the store's ``Syncs``
+(``syncs.py``, R-STORE-9): with group commit, concurrent callers in one process share one sync that began
+after each of them asked; without it, each call issues its own. Either way the sync itself is a seam call.
+A ledger's creation keeps its own directory sync (it runs under the rollout's lock).
+
 Each step of the protocol is one small method (``sync_data``, ``sync_created``, ``sync_fences``,
 ``fence_still_there``, ``sync_unlinks``, ``sync_delete``, ``fenced_for_write``, ``fenced_for_admission``,
 ``cache_current``, ``cache_matches``). This class does each step the one correct way and has no switches;
@@ -40,6 +46,7 @@ from capture_ledger.impl.store.cache import CachedLedger
 from capture_ledger.impl.store.fs import FileStat, FileSystem
 from capture_ledger.impl.store.lines import fence_name, ledger_name
 from capture_ledger.impl.store.locks import RolloutSlot, stripe_lock
+from capture_ledger.impl.store.syncs import Syncs
 
 __all__ = [
     "FENCE_SYNCS",
@@ -106,25 +113,27 @@ class Ordering:
         """The directory sync that makes a new ledger's entry durable (R-STORE-3)."""
         fs.sync_dir()
 
-    def sync_fences(self, fs: FileSystem, written: int) -> None:
+    def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int) -> None:
         """The sync after retire's phase 1 (R-STORE-4): made even when ``written`` (this retire's new
-        fences) is 0, because an overlapping or crashed retire may have created them without syncing."""
+        fences) is 0, because an overlapping or crashed retire may have created them without syncing.
+        Shared with concurrent callers under group commit (R-STORE-9)."""
         if self.fence_sync == "syncfs":
-            fs.syncfs()
+            syncs.filesystem.sync(fs)
         else:
-            fs.sync_dir()
+            syncs.directory.sync(fs)
 
     def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:
         """Retire's phase 2 re-check, under the lock, that the ID's fence still exists (R-CONC-3)."""
         return fs.stat(fence_name(rollout_id)) is not None
 
-    def sync_unlinks(self, fs: FileSystem) -> None:
-        """The directory sync after retire's phase 2 removed at least one ledger (R-STORE-4)."""
-        fs.sync_dir()
+    def sync_unlinks(self, fs: FileSystem, syncs: Syncs) -> None:
+        """The directory sync after retire's phase 2 removed at least one ledger (R-STORE-4, R-STORE-9)."""
+        syncs.directory.sync(fs)
 
-    def sync_delete(self, fs: FileSystem) -> None:
-        """Delete's directory sync, once per non-empty batch even when nothing was there (R-STORE-5)."""
-        fs.sync_dir()
+    def sync_delete(self, fs: FileSystem, syncs: Syncs) -> None:
+        """Delete's directory sync, once per non-empty batch even when nothing was there (R-STORE-5,
+        R-STORE-9)."""
+        syncs.directory.sync(fs)
 
     def fenced_for_write(self, fs: FileSystem, rollout_id: str) -> bool:
         """Whether a fence discards a write to a rollout without rows (R-WRITE-4, R-WRITE-6)."""
@@ -189,13 +198,16 @@ class Ordering:
         return stat
 
     # ------------------------------------------------------------------------------------- the removals
-    def retire(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+    def retire(
+        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+    ) -> RemovalOutcome:
         """Retire a validated, de-duplicated batch (R-RETIRE-1..4, R-STORE-4). An empty batch touches nothing.
 
         Args:
             fs: the seam.
             batch: valid, distinct rollout IDs.
             rollouts: the store's per-ID callbacks.
+            syncs: the store's sync registers (shared under group commit, R-STORE-9).
 
         Returns:
             Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
@@ -213,7 +225,7 @@ class Ordering:
             had_rows[rollout_id] = rows
             if exists:
                 had_file.append((rollout_id, slot))
-        self.sync_fences(fs, written)
+        self.sync_fences(fs, syncs, written)
         unlinked = 0
         for rollout_id, slot in had_file:  # phase 2
             with stripe_lock(fs, slot[0]):
@@ -223,7 +235,7 @@ class Ordering:
                 else:
                     rollouts.forget(rollout_id)
         if unlinked:
-            self.sync_unlinks(fs)
+            self.sync_unlinks(fs, syncs)
         return outcome(batch, had_rows, written, unlinked)
 
     def fence(self, fs: FileSystem, rollout_id: str) -> bool:
@@ -247,7 +259,9 @@ class Ordering:
             fs.close(fd)
         return True
 
-    def delete(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+    def delete(
+        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+    ) -> RemovalOutcome:
         """Delete a validated, de-duplicated batch (R-DELETE-1..3, R-STORE-5). An empty batch touches nothing.
 
         Returns:
@@ -262,7 +276,7 @@ class Ordering:
             with stripe_lock(fs, slot[0]):
                 had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
                 unlinked += removed + fs.unlink(fence_name(rollout_id))
-        self.sync_delete(fs)
+        self.sync_delete(fs, syncs)
         return outcome(batch, had_rows, 0, unlinked)
 
 

@@ -12,7 +12,9 @@ model gives retire two linearization points per ID, fence and completion, as R-S
 
 R-CONC-2 (no ledger while a retire of its ID has returned and no delete of it may follow) is checked on
 the real directory at every point where all threads are parked; R-CONC-3 (no retire removes a write that
-started after a later delete returned) is read off the trace.
+started after a later delete returned) and R-STORE-9 (no removal goes on before a sync that began after
+its effects, whoever issued it: group commit's promise) are read off the trace. Handles of one run share
+their syncs (one directory, one process), and a wait for a shared sync is a scheduling point.
 
 ``explore`` enumerates every schedule with at most ``preemption_bound`` preemptions (CHESS-style
 stateless search: replay a prefix, then run by default, then backtrack to the deepest decision with an
@@ -46,7 +48,7 @@ from typing import Any
 
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.study.bounded import BoundedCaller, Hung, Returned
-from capture_ledger.impl.study.invariants import conc2_failure, conc3_failure
+from capture_ledger.impl.study.invariants import conc2_failure, conc3_failure, sync_failure
 from capture_ledger.impl.study.scheduling import (
     ChoiceSchedule,
     Controller,
@@ -269,7 +271,9 @@ def run_schedule(
             trace=trace,
             history=history,
             verdict=check_history(history),
-            invariant_failures=tuple([*controller.errors, *filter(None, [conc3_failure(trace)]), *failures]),
+            invariant_failures=tuple(
+                [*controller.errors, *filter(None, [conc3_failure(trace), sync_failure(trace)]), *failures]
+            ),
             stopped=stopped,
         )
     finally:

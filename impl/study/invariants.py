@@ -1,9 +1,11 @@
-"""R-CONC-2 and R-CONC-3 read off a scheduled run: its trace of seam calls and the real directory.
+"""R-CONC-2, R-CONC-3 and R-STORE-9 read off a scheduled run: its trace of seam calls and the real directory.
 
 ``interleave`` runs a scenario under a schedule; at every point where all threads are parked it asks
 ``conc2_failure`` whether a ledger exists that must not (R-CONC-2), and at the end ``conc3_failure``
-whether a retire removed a write made after a later delete (R-CONC-3). Each answers ``None`` or one line
-naming the clause, which the run reports beside the linearizability verdict.
+whether a retire removed a write made after a later delete (R-CONC-3) and ``sync_failure`` whether a
+removal went on before a sync that began after its effects (R-STORE-4, R-STORE-5, R-STORE-9: what group
+commit must keep). Each answers ``None`` or one line naming the clause, which the run reports beside the
+linearizability verdict.
 
 Not guaranteed: anything about operations whose effects bypass the seam (the trace does not show them), or
 a reading of "started" other than the one documented on ``conc3_failure``.
@@ -19,7 +21,10 @@ from capture_ledger.impl.study.scheduling import TraceStep
 from capture_ledger.spec.core.model import Delete, Operation, Retire
 from capture_ledger.spec.core.model import Ok as ResultOk
 
-__all__ = ["conc2_failure", "conc3_failure"]
+__all__ = ["conc2_failure", "conc3_failure", "sync_failure"]
+
+#: The seam calls that sync the directory's entries.
+_SYNCS = frozenset({"sync_dir", "syncfs"})
 
 
 def conc2_failure(trace: Sequence[TraceStep], fs: FileSystem) -> str | None:
@@ -103,4 +108,48 @@ def conc3_failure(trace: Sequence[TraceStep]) -> str | None:
                     later = [t for u, t in steps("unlink", ledger) if u > w_at]
                     if later and later[0] == r_thread:
                         return f"R-CONC-3: retire of {rollout_id!r} removed a write made after a later delete"
+    return None
+
+
+def sync_failure(trace: Sequence[TraceStep]) -> str | None:
+    """R-STORE-4, R-STORE-5, R-STORE-9: a retire unlinks a ledger only after a sync that began after every
+    fence lookup or creation it made before, and a retire or delete returns only after a sync that began
+    after its last fence lookup or creation or its last unlink that removed a file; whoever issued that
+    sync (group commit shares them).
+
+    In a scheduled run every seam call is atomic, so "began after" is "comes later in the trace". Only
+    operations that returned a result are judged (one that raised promised nothing).
+    """
+    began: dict[int, int] = {}  # thread -> position of its current operation's invocation
+    for position, step in enumerate(trace):
+        name = step.call.name
+        if name == "invoke":
+            began[step.thread] = position
+            continue
+        if name != "return" or not isinstance(step.call.args[0], Retire | Delete):
+            continue
+        if not isinstance(step.call.args[1], ResultOk):
+            continue
+        start = began[step.thread]
+        pending: int | None = None  # position of the last effect no later sync has covered yet
+        for at in range(start, position):
+            other = trace[at]
+            if other.call.name in _SYNCS:
+                pending = None
+            elif other.thread != step.thread:
+                continue
+            elif other.call.name == "create_file":
+                pending = at
+            elif other.call.name == "unlink" and other.result is not False:  # False: nothing was there
+                if pending is not None and trace[pending].call.name == "create_file":
+                    return (
+                        f"R-STORE-9: T{step.thread} unlinked {other.call.args[0]} before a sync covered "
+                        f"its fence ({trace[pending].call.args[0]})"
+                    )
+                pending = at
+        if pending is not None:
+            return (
+                f"R-STORE-9: T{step.thread}'s {type(step.call.args[0]).__name__.lower()} returned before a "
+                f"sync covered its {trace[pending].call.name} of {trace[pending].call.args[0]}"
+            )
     return None

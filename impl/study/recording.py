@@ -17,7 +17,10 @@ enumerates. A workload with a ``Pause`` runs one operation concurrently with the
 interleaving scheduler (``scheduling``): its thread and the thread of the others both go through a
 ``SchedulingFileSystem`` around the recorder, and a ``scheduling.PauseSchedule`` parks the one at its pause
 point while the others run. Whether the schedule ran as designed (``Recording.paused``) is read off the
-scheduler's trace: the scheduler knows who holds which lock, so no timer decides it.
+scheduler's trace: the scheduler knows who holds which lock, so no timer decides it. A workload with
+``threads`` runs each group of its operations on a thread and handle of its own under
+``scheduling.GatherSchedule``, so that removals share their syncs (group commit, R-STORE-9); there
+``Recording.paused`` says whether some call returned on a sync another call issued.
 
 Not guaranteed: recording of effects that bypass the seam (the store never does; ``OsFileSystem``'s own lock
 files are created at construction, before recording starts, and belong to the baseline), or hard links and
@@ -37,10 +40,13 @@ from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import ledger_name
 from capture_ledger.impl.store.ordering import FenceSync, Ordering
+from capture_ledger.impl.store.syncs import shared_syncs
 from capture_ledger.impl.study.faults import Fault, FaultyFileSystem
 from capture_ledger.impl.study.scheduling import (
     Controller,
+    GatherSchedule,
     PauseSchedule,
+    Schedule,
     SchedulingFileSystem,
     pause_held,
     run_thread,
@@ -206,16 +212,22 @@ class RecordingFileSystem(HookedFileSystem):
 # ----------------------------------------------------------------------------------- recorded runs
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
-    """The store under study: its guards (``variant``) and how retire syncs fences (``fence_sync``)."""
+    """The store under study: its guards (``variant``), how retire syncs fences (``fence_sync``), and
+    whether concurrent removals share their syncs (``group_commit``, R-STORE-9)."""
 
     label: str = "default"
     variant: StoreVariant = field(default_factory=StoreVariant)
     fence_sync: FenceSync = "directory"
     stripes: int = 4
+    group_commit: bool = True
 
     def ordering(self) -> Ordering:
         """The ordering of this configuration, for ``FileLineageStore(..., ordering=...)``."""
         return self.variant.ordering(fence_sync=self.fence_sync)
+
+    def open(self, directory: Path, fs: FileSystem) -> FileLineageStore:
+        """A handle of this configuration on ``directory`` over ``fs``."""
+        return FileLineageStore(directory, fs=fs, ordering=self.ordering(), group_commit=self.group_commit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,12 +255,15 @@ class FaultAt:
 class Workload:
     """A crash-exploration workload: ``setup`` is run first and its files are the durable baseline; the
     effects of ``ops`` are recorded. ``torn`` lists IDs whose ledger gets a torn last line after setup;
-    ``faults`` makes seam calls of given operations fail (an operation that raised is unacknowledged)."""
+    ``faults`` makes seam calls of given operations fail (an operation that raised is unacknowledged).
+    ``threads`` (instead of ``pause``) runs each group of operation indexes on a thread of its own under
+    ``scheduling.GatherSchedule``."""
 
     name: str
     ops: tuple[Operation, ...]
     setup: tuple[Operation, ...] = ()
     pause: Pause | None = None
+    threads: tuple[tuple[int, ...], ...] = ()
     torn: tuple[str, ...] = ()
     faults: tuple[FaultAt, ...] = ()
     note: str = ""
@@ -349,14 +364,16 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
                 running.pop(threading.current_thread().name, None)
 
         paused: bool | None = None
-        if workload.pause is None:
-            main = FileLineageStore(directory, fs=recorder, ordering=config.ordering())
-            for index in range(len(workload.ops)):
-                run(index, main, "main")
-        else:
+        if workload.pause is not None:
             paused = _run_paused(
                 workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
             )
+        elif workload.threads:
+            paused = _run_gathered(workload, config=config, directory=directory, recorder=recorder, run=run)
+        else:
+            main = config.open(directory, recorder)
+            for index in range(len(workload.ops)):
+                run(index, main, "main")
         return Recording(
             workload,
             config,
@@ -382,15 +399,58 @@ def _run_paused(
     """Run the paused operation (thread 0, ``paused``) against the others (thread 1, ``main``), each on its
     own handle, under ``PauseSchedule``; whether the schedule held (``scheduling.pause_held``)."""
     schedule = PauseSchedule(0, pause.calls, pause.occurrence)
-    controller = Controller(2, schedule, timeout=30.0)
-    seam = SchedulingFileSystem(recorder, controller)
     programs = (
         ("paused", (pause.op,)),
         ("main", tuple(i for i in range(len(workload.ops)) if i != pause.op)),
     )
+    controller, _ = _run_scheduled(
+        workload, programs, schedule, config=config, directory=directory, recorder=recorder, run=run
+    )
+    return pause_held(controller.trace, schedule)
+
+
+def _run_gathered(
+    workload: Workload,
+    *,
+    config: StoreConfig,
+    directory: Path,
+    recorder: RecordingFileSystem,
+    run: _RunOperation,
+) -> bool:
+    """Run each of ``workload.threads`` on its own thread and handle under ``GatherSchedule``; whether some
+    call returned on a sync another call issued (group commit shared a sync)."""
+    programs = tuple((f"t{tid}", indexes) for tid, indexes in enumerate(workload.threads))
+    syncs = shared_syncs(directory)  # the handles' registers when group commit is on; held for the run
+    joined = syncs.counts()[1]
+    _, handles = _run_scheduled(
+        workload, programs, GatherSchedule(), config=config, directory=directory, recorder=recorder, run=run
+    )
+    return any(handle.group_commit for handle in handles) and syncs.counts()[1] > joined
+
+
+def _run_scheduled(
+    workload: Workload,
+    programs: tuple[tuple[str, tuple[int, ...]], ...],
+    schedule: Schedule,
+    *,
+    config: StoreConfig,
+    directory: Path,
+    recorder: RecordingFileSystem,
+    run: _RunOperation,
+) -> tuple[Controller, list[FileLineageStore]]:
+    """Run ``programs`` (a label and operation indexes each) on threads and handles of their own, every seam
+    call a scheduling point of ``schedule``; the controller and the handles, once every thread ended.
+
+    Raises:
+        SchedulerError: the run could not be scheduled (a deadlock, or a thread that stalled).
+    """
+    controller = Controller(len(programs), schedule, timeout=30.0)
+    seam = SchedulingFileSystem(recorder, controller)
     threads = []
+    handles = []
     for tid, (label, indexes) in enumerate(programs):
-        handle = FileLineageStore(directory, fs=seam, ordering=config.ordering())
+        handle = config.open(directory, seam)
+        handles.append(handle)
         steps = [(workload.ops[i], _bound(run, i, handle, label)) for i in indexes]
         threads.append(
             threading.Thread(
@@ -407,7 +467,7 @@ def _run_paused(
     finally:
         for thread in threads:
             thread.join(timeout=30)
-    return pause_held(controller.trace, schedule)
+    return controller, handles
 
 
 def _bound(run: _RunOperation, index: int, handle: FileLineageStore, label: str) -> Callable[[], object]:

@@ -195,12 +195,14 @@ def matrix_table(study: Study) -> str:
 
 
 def _per_workload(study: Study) -> list[str]:
-    """The default protocol and its fence_sync options, per workload (which workload breaks what)."""
-    configs = [c for c in ("default", "fence_sync=file", "fence_sync=syncfs") if c in study.configs]
+    """The default protocol, its fence_sync options and group commit off, per workload (which workload
+    breaks what)."""
+    options = ("default", "fence_sync=file", "fence_sync=syncfs", "group_commit=off")
+    configs = [c for c in options if c in study.configs]
     if not configs:
         return []
     lines = [
-        "## The default protocol and its fence_sync options, per workload",
+        "## The default protocol, its fence_sync options and group commit off, per workload",
         "",
         "| configuration | workload | " + " | ".join(study.models) + " |",
         "|---|---|" + "---|" * len(study.models),

@@ -9,6 +9,9 @@ directory is in a state between two seam calls. Then it picks one *enabled* thre
 A thread whose next call is ``lock(s)`` while another scheduled thread holds stripe ``s`` is not enabled:
 the controller tracks lock ownership from the seam calls themselves, so the real ``flock`` is never
 contended and a schedule can never deadlock on it (a cycle of waits is reported as a deadlock instead).
+Likewise a thread whose next call is ``await_sync(register, ticket)`` (group commit's wait for a shared
+sync, R-STORE-9) is enabled only when ``register.ready(ticket)``: the sync it waits for has finished, or
+none is running (then it leads the next one), so the real wait returns at once when it is granted.
 
 A *schedule* is a list of choices, one per decision (a point where at least two threads are enabled).
 ``ChoiceSchedule`` reads each choice as an index into the enabled threads (modulo their number: any list
@@ -19,15 +22,16 @@ threads one after another. A *preemption* is a decision that switches away from 
 continue. ``PauseSchedule`` is the one fixed schedule of the crash study's concurrent workloads: a thread
 runs alone up to a named seam call, waits there while the others run, then finishes; ``pause_held`` reads
 off the trace whether it ran so, which the lock ownership decides, not a timer (a schedule whose other
-threads need a lock the parked thread holds runs them after it instead). Scenarios, runs and their
-judgement are ``interleave``'s.
+threads need a lock the parked thread holds runs them after it instead). ``GatherSchedule`` is the crash
+study's schedule for removals that share syncs: each thread runs to its next sync or wait for one before
+any of them syncs. Scenarios, runs and their judgement are ``interleave``'s.
 
 ``SchedulingFileSystem`` is a ``store.fs.HookedFileSystem`` whose ``before`` hook parks the calling thread
 and whose ``after`` hook notes the call's result in the trace.
 
 Not guaranteed: schedules of code that does not go through the seam (the store's pure Python between two
-seam calls runs atomically here), or fairness: a thread that blocks on anything but a seam lock stalls the
-run until ``timeout``, which is then reported as a ``SchedulerError``.
+seam calls runs atomically here), or fairness: a thread that blocks on anything but a seam lock or a seam
+``await_sync`` stalls the run until ``timeout``, which is then reported as a ``SchedulerError``.
 """
 
 from __future__ import annotations
@@ -39,13 +43,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem
+from capture_ledger.impl.store.syncs import SyncRegister
 from capture_ledger.spec.core.model import Operation
 from capture_ledger.spec.kit.recorder import HistoryRecorder
 
 __all__ = [
+    "SYNC_CALLS",
     "ChoiceSchedule",
     "Controller",
     "Decision",
+    "GatherSchedule",
     "PauseSchedule",
     "Schedule",
     "SchedulerError",
@@ -191,6 +198,31 @@ class PauseSchedule:
         return self.thread if self.thread in enabled else default_choice(enabled, current)
 
 
+#: The seam calls at which ``GatherSchedule`` holds a thread back: a sync, or a wait for a shared one.
+SYNC_CALLS = frozenset({"sync_dir", "syncfs", "await_sync"})
+
+
+@dataclass(frozen=True, slots=True)
+class GatherSchedule:
+    """Every thread runs, lowest first, until its next call in ``calls`` (by default a sync or a wait for a
+    shared one, ``SYNC_CALLS``); once every enabled thread has reached one, a follower whose wait is over
+    goes first, else the thread that ran last, else the lowest. So as many removals as can ask for a sync
+    while another one runs, and share the next (group commit, R-STORE-9). Stateless: any run may reuse it.
+    """
+
+    calls: frozenset[str] = SYNC_CALLS
+
+    def choose(
+        self, index: int, enabled: Sequence[int], current: int | None, pending: Sequence[SeamCall | None]
+    ) -> int:
+        """The thread to run at decision ``index``, given each thread's next call ``pending``."""
+        moving = [t for t in enabled if (call := pending[t]) is None or call.name not in self.calls]
+        if moving:
+            return current if current in moving else moving[0]
+        waited = [t for t in enabled if (call := pending[t]) is not None and call.name == "await_sync"]
+        return waited[0] if waited else default_choice(enabled, current)
+
+
 def pause_held(trace: Sequence[TraceStep], schedule: PauseSchedule) -> bool:
     """Whether a run under ``schedule`` went as designed: the paused thread reached its pause call, and
     every step of every other thread came before that call ran.
@@ -215,7 +247,7 @@ def pause_held(trace: Sequence[TraceStep], schedule: PauseSchedule) -> bool:
 
 
 #: A schedule; each answers ``choose(index, enabled, current, pending)``.
-Schedule = ChoiceSchedule | ThreadSchedule | PauseSchedule
+Schedule = ChoiceSchedule | ThreadSchedule | PauseSchedule | GatherSchedule
 
 
 class Controller:
@@ -280,6 +312,8 @@ class Controller:
                 continue
             if call.name == "lock" and call.args[0] in self.owner:
                 continue  # R-STORE-2 stripes: held by another scheduled thread (or re-entered: deadlock)
+            if call.name == "await_sync" and not _sync_ready(call):
+                continue  # R-STORE-9: the shared sync it waits for is still running
             ready.append(tid)
         return ready
 
@@ -318,6 +352,13 @@ class Controller:
         with self.cond:
             self.aborted = True
             self.cond.notify_all()
+
+
+def _sync_ready(call: SeamCall) -> bool:
+    """Whether an ``await_sync(register, ticket)`` would return now (every scheduled thread is parked, so
+    no one changes the register while it is read)."""
+    register, ticket = call.args
+    return isinstance(register, SyncRegister) and isinstance(ticket, int) and register.ready(ticket)
 
 
 class SchedulingFileSystem(HookedFileSystem):

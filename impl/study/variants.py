@@ -1,11 +1,14 @@
 """Store variants for study: the production ordering with single guards or steps left out (SPEC.md
-R-STORE-3..7, R-CONC-2..3, R-WRITE-6, R-ADMIT-2).
+R-STORE-3..7, R-STORE-9, R-CONC-2..3, R-WRITE-6, R-ADMIT-2).
 
 ``StoreVariant`` names the protocol's guards and ordering steps, each on by default; ``variant.ordering()``
 is the ``Ordering`` that runs it, for ``FileLineageStore(..., ordering=...)``: the production
 ``store.ordering.Ordering`` itself when every step is on, else a ``VariantOrdering``, which overrides each
 step method of ``Ordering`` to skip that step when its switch is off and, with ``fence_before_unlink`` off,
-retires in the broken order (unlink every ledger first, fence afterwards). The crash study, the
+retires in the broken order (unlink every ledger first, fence afterwards); with ``await_shared_sync`` off,
+a removal that finds another caller's shared sync running counts on it and goes on at once, neither waiting
+for it to finish nor for a sync that began after it asked (``counting_on_a_running_sync``). The crash
+study, the
 interleaving scheduler, the conformance kit and the multi-process history test switch guards off to show
 that each catches the guard's absence (``tests/test_guard_coverage.py`` checks that every field is
 ablated somewhere).
@@ -31,8 +34,9 @@ from capture_ledger.impl.store.ordering import (
     outcome,
     remove_ledger,
 )
+from capture_ledger.impl.store.syncs import SyncRegister, Syncs
 
-__all__ = ["STEP_NAMES", "StoreVariant", "VariantOrdering"]
+__all__ = ["STEP_NAMES", "StoreVariant", "VariantOrdering", "counting_on_a_running_sync"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +59,8 @@ class StoreVariant:
         fence_lookup_on_write: a write to a rollout with no rows looks for the fence (R-WRITE-4, R-WRITE-6).
         admit_checks_fence: ``admit`` refuses fenced rollouts (R-ADMIT-2).
         cache_coherence: cached rows are validated (removal counter, inode, size) under the lock (R-STORE-7).
+        await_shared_sync: a removal that shares a sync waits for one that began after it asked to finish
+            (R-STORE-9); off, it goes on at once when it finds another caller's sync running.
     """
 
     recheck_fence: bool = True
@@ -68,6 +74,7 @@ class StoreVariant:
     fence_lookup_on_write: bool = True
     admit_checks_fence: bool = True
     cache_coherence: bool = True
+    await_shared_sync: bool = True
 
     def ordering(self, *, fence_sync: FenceSync = "directory") -> Ordering:
         """The ordering that runs this variant: the production ``Ordering`` when every step is on.
@@ -109,20 +116,34 @@ class VariantOrdering(Ordering):
         if self.variant.sync_dir_on_create:
             super().sync_created(fs)
 
-    def sync_fences(self, fs: FileSystem, written: int) -> None:
-        if self.variant.sync_after_fences and (written or self.variant.sync_when_nothing_written):
-            super().sync_fences(fs, written)
+    def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int) -> None:
+        if not (self.variant.sync_after_fences and (written or self.variant.sync_when_nothing_written)):
+            return
+        if self.variant.await_shared_sync:
+            super().sync_fences(fs, syncs, written)
+        else:
+            counting_on_a_running_sync(
+                syncs.filesystem if self.fence_sync == "syncfs" else syncs.directory, fs
+            )
 
     def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:
         return not self.variant.recheck_fence or super().fence_still_there(fs, rollout_id)
 
-    def sync_unlinks(self, fs: FileSystem) -> None:
-        if self.variant.sync_after_unlinks:
-            super().sync_unlinks(fs)
+    def sync_unlinks(self, fs: FileSystem, syncs: Syncs) -> None:
+        if not self.variant.sync_after_unlinks:
+            return
+        if self.variant.await_shared_sync:
+            super().sync_unlinks(fs, syncs)
+        else:
+            counting_on_a_running_sync(syncs.directory, fs)
 
-    def sync_delete(self, fs: FileSystem) -> None:
-        if self.variant.sync_delete:
-            super().sync_delete(fs)
+    def sync_delete(self, fs: FileSystem, syncs: Syncs) -> None:
+        if not self.variant.sync_delete:
+            return
+        if self.variant.await_shared_sync:
+            super().sync_delete(fs, syncs)
+        else:
+            counting_on_a_running_sync(syncs.directory, fs)
 
     def fenced_for_write(self, fs: FileSystem, rollout_id: str) -> bool:
         return self.variant.fence_lookup_on_write and super().fenced_for_write(fs, rollout_id)
@@ -136,9 +157,11 @@ class VariantOrdering(Ordering):
     def cache_matches(self, cached: CachedLedger, stat: FileStat | None) -> bool:
         return not self.variant.cache_coherence or super().cache_matches(cached, stat)
 
-    def retire(self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts) -> RemovalOutcome:
+    def retire(
+        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+    ) -> RemovalOutcome:
         if self.variant.fence_before_unlink or not batch:
-            return super().retire(fs, batch, rollouts)
+            return super().retire(fs, batch, rollouts, syncs)
         # The broken order: remove the ledgers, sync, then fence them and sync.
         had_rows: dict[str, bool] = {}
         unlinked = 0
@@ -148,10 +171,20 @@ class VariantOrdering(Ordering):
                 had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
                 unlinked += removed
         if unlinked:
-            self.sync_unlinks(fs)
+            self.sync_unlinks(fs, syncs)
         written = 0
         for rollout_id in batch:
             with stripe_lock(fs, rollouts.slot(rollout_id)[0]):
                 written += self.fence(fs, rollout_id)
-        self.sync_fences(fs, written)
+        self.sync_fences(fs, syncs, written)
         return outcome(batch, had_rows, written, unlinked)
+
+
+def counting_on_a_running_sync(register: SyncRegister, fs: FileSystem) -> bool:
+    """BROKEN, for study: group commit's sync step as a hurried implementation writes it. When another
+    caller's sync is running, return at once (it began before this caller asked, and has not finished);
+    otherwise sync as the production register does. Whether this caller issued a sync.
+    """
+    if register.shared and register.running:
+        return False
+    return register.sync(fs)

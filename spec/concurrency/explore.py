@@ -11,6 +11,10 @@ first counterexample found is a shortest one. On every state it checks the named
   retire has meanwhile noted the row's ledger and would remove it anyway (docs/concurrency.md explains
   this reading, which the protocol's re-check of the fence *by name* needs).
 
+* ``R-STORE-9 shared sync finished first``: with group commit, no removal passes a sync point (goes on to
+  its next phase, or returns) before a sync that began after it asked has finished (the step model's ghost
+  ``unsynced``; the syncs' durability itself is the crash study's, docs/crash.md).
+
 On every complete execution (all clients finished) it checks **linearizability** against the sequential
 model with ``linearizability.check_history``: the history is built from the ghost state (a call's
 invocation is its first step, its return its last) and ends with a ``manifest`` and an ``admit`` of every
@@ -72,8 +76,9 @@ __all__ = [
 LINEARIZABILITY = "linearizability"
 RETIRED_STAYS_RETIRED = "R-CONC-2 retired stays retired"
 WRITE_AFTER_DELETE_SURVIVES = "R-CONC-3 write after delete survives"
+SYNCED_FIRST = "R-STORE-9 shared sync finished first"
 DEADLOCK = "deadlock"
-PROPERTIES = (LINEARIZABILITY, RETIRED_STAYS_RETIRED, WRITE_AFTER_DELETE_SURVIVES, DEADLOCK)
+PROPERTIES = (LINEARIZABILITY, RETIRED_STAYS_RETIRED, WRITE_AFTER_DELETE_SURVIVES, SYNCED_FIRST, DEADLOCK)
 
 
 def _race(
@@ -84,6 +89,7 @@ def _race(
     handles: int = 2,
     stripes: tuple[int, ...] = (),
     setup_handle: int = 0,
+    group_commit: bool = False,
 ) -> Config:
     """``clients`` racing on ``ids``, each of which a setup client on ``setup_handle`` first made Live
     with the row ``m1``."""
@@ -96,6 +102,7 @@ def _race(
         handles=handles,
         stripes=stripes,
         clients=(*setup, *clients),
+        group_commit=group_commit,
     )
 
 
@@ -171,6 +178,34 @@ def _configs() -> dict[str, Config]:
             Client(1, (DeleteCall((a,)),)),
             Client(2, (ManifestCall(a), AdmitCall(a, "m2"), ManifestCall(a))),
             handles=3,
+        ),
+        # Group commit (R-STORE-9): the removals share one sync register, as the handles of one process do.
+        _race(
+            "shared-sync-two-retires",
+            "group commit: retires of two IDs on two handles share syncs, against a late write to one",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((b,)),)),
+            Client(2, (RecordCall(a, "m2"),)),
+            ids=(a, b),
+            handles=3,
+            group_commit=True,
+        ),
+        _race(
+            "shared-sync-retire-vs-delete",
+            "group commit: a retire and a delete share syncs; the delete's ID is re-used",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (DeleteCall((b,)), RecordCall(b, "m2"))),
+            ids=(a, b),
+            group_commit=True,
+        ),
+        _race(
+            "shared-sync-retires-and-delete",
+            "group commit: two retires and a delete of one ID, on three handles, share syncs",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (DeleteCall((a,)),)),
+            handles=3,
+            group_commit=True,
         ),
         # Larger: explored by the slow tests and `capture-ledger explore`.
         _race(
@@ -300,6 +335,8 @@ def _invariants(config: Config, state: State) -> tuple[str, str] | None:
             )
     if state.broken:
         return WRITE_AFTER_DELETE_SURVIVES, state.broken[0]
+    if state.unsynced:
+        return SYNCED_FIRST, state.unsynced[0]
     return None
 
 

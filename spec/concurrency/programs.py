@@ -7,8 +7,11 @@ string them together, one per call of ``FileLineageStore``: ``record`` (lock, re
 maybe look up the fence, append, fsync, maybe sync the directory, unlock), ``retire`` in two phases
 (R-STORE-4, or with ``Guards.fence_before_unlink`` off the naive order), ``delete`` (R-STORE-5),
 ``admit`` (one fence lookup, no lock) and ``manifest`` (under the lock unless ``Guards.read_lock`` is
-off). ``successor(config, guards, state, client)`` is the one step a client can take next (or ``None``
-when it is blocked on a lock or finished), so an explorer interleaves clients by choosing who moves.
+off). Each removal's sync is a *sync point* (``Stepper.request_sync`` and ``Stepper.at_sync_point``): one
+step of its own, or with ``Config.group_commit`` a shared sync it leads or waits for (R-STORE-9).
+``successor(config, guards, state, client)`` is the one step a client can take next (or ``None`` when it
+is blocked on a lock or on a shared sync, or finished), so an explorer interleaves clients by choosing
+who moves.
 
 Not guaranteed: that ``impl/store/file_store.py`` follows these programs -- they model the order of its
 system calls
@@ -50,8 +53,8 @@ def successor(config: Config, guards: Guards, state: State, client: int) -> tupl
         client: the client's index in ``config.clients``.
 
     Returns:
-        ``(description, next state)``; ``None`` when the client is finished, waits for a lock, or (a
-        concurrent client) waits for the setup clients to finish.
+        ``(description, next state)``; ``None`` when the client is finished, waits for a lock or for a
+        shared sync, or (a concurrent client) waits for the setup clients to finish.
     """
     if is_done(config, state, client):
         return None
@@ -223,16 +226,18 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         s.unlock(rid)
         if local.index + 1 < len(first):
             s.go("p1.lock", index=local.index + 1)
-        else:
-            s.go("p1.sync", index=0)
-        return f"unlock stripe of {rid}"
+            return f"unlock stripe of {rid}"
+        return f"unlock stripe of {rid}" + s.request_sync("p1.sync", index=0)
     if pc == "p1.sync":
         # R-STORE-4: one directory sync per non-empty batch, even when no fence was written.
+        step = s.at_sync_point()
+        if step is None or not step[0]:
+            return None if step is None else step[1]
         if second:
             s.go("p2.lock", index=0)
         else:
             _end_retire(s, call)
-        return "fsync directory"
+        return step[1]
     if pc == "p2.lock":
         return _lock(s, rid, "p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
     if pc == "p2.check":
@@ -257,12 +262,15 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         if local.index + 1 < len(second):
             s.go("p2.lock", index=local.index + 1)
         elif local.flag or not fence_first:
-            s.go("p2.sync")
+            return f"unlock stripe of {rid}" + s.request_sync("p2.sync")
         else:
             _end_retire(s, call)
         return f"unlock stripe of {rid}"
-    _end_retire(s, call)  # p2.sync: one more directory sync if anything was unlinked (or fenced)
-    return "fsync directory"
+    step = s.at_sync_point()  # p2.sync: one more directory sync if anything was unlinked (or fenced)
+    if step is None or not step[0]:
+        return None if step is None else step[1]
+    _end_retire(s, call)
+    return step[1]
 
 
 def _end_retire(s: Stepper, call: RetireCall) -> None:
@@ -274,9 +282,12 @@ def _end_retire(s: Stepper, call: RetireCall) -> None:
 def _delete(s: Stepper, call: DeleteCall) -> str | None:
     ids, local, pc = call.rollout_ids, s.local, s.local.pc
     if pc == "sync":
+        step = s.at_sync_point()
+        if step is None or not step[0]:
+            return None if step is None else step[1]
         removed = local.had
         s.finish(model.Ok(model.Removal(removed, tuple(i for i in ids if i not in removed))))  # R-DELETE-1..2
-        return "fsync directory"
+        return step[1]
     rid = ids[local.index]
     if pc in ("start", "lock"):
         return _lock(s, rid, "ledger")
@@ -291,5 +302,7 @@ def _delete(s: Stepper, call: DeleteCall) -> str | None:
         s.go("unlock")
         return f"unlink fence of {rid}" if present else f"unlink fence of {rid}: absent"
     s.unlock(rid)
-    s.go("lock" if local.index + 1 < len(ids) else "sync", index=local.index + 1)
-    return f"unlock stripe of {rid}"
+    if local.index + 1 < len(ids):
+        s.go("lock", index=local.index + 1)
+        return f"unlock stripe of {rid}"
+    return f"unlock stripe of {rid}" + s.request_sync("sync", index=local.index + 1)

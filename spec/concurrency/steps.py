@@ -18,12 +18,23 @@ unlinks first and fences afterwards), ``fence_lookup_on_write`` (a write to a ro
 for the fence, R-WRITE-6), ``admit_checks_fence`` (R-ADMIT-2), ``cache_coherence`` (a handle
 revalidates its cached view of a ledger, by generation, before serving or extending it; off, it trusts the
 cache: it serves the cached rows of a removed ledger and appends to the ledger it still believes exists,
-whose row then lands in an unlinked file) and ``read_lock`` (``manifest`` reads under the stripe lock, as
-``impl/store/file_store.py`` does; off, a read can fall between a delete's two unlinks).
+whose row then lands in an unlinked file), ``read_lock`` (``manifest`` reads under the stripe lock, as
+``impl/store/file_store.py`` does; off, a read can fall between a delete's two unlinks) and
+``await_shared_sync`` (with group commit, a removal that finds another client's sync running waits for a
+sync that began after it asked; off, it counts on the running one and goes on, R-STORE-9).
+
+**Group commit** (``Config.group_commit``, R-STORE-9): the removals' syncs go through one shared *sync
+register* (``State.sync_started``, ``sync_finished``, ``sync_leader``; handles are of one process). A
+removal asks for a sync in the step that ends its phase (taking the *ticket* ``sync_started + 1``, as the
+store does right after its last unlock); if none is running it *leads*: the sync starts at once and a later
+step completes it; otherwise it *follows*: it is blocked until its ticket's sync finished (then one step
+goes on) or until none is running (then one step starts it, and it leads). Without group commit every
+sync is one step of its own caller, as before.
 
 Ghost state, which no step reads, records what the checkers need: each call's invocation (as the number of
 calls returned before it) and result, the order of returns, whether a returned retire still holds for an
-ID (R-CONC-2), and which rows an older retire must not remove (R-CONC-3).
+ID (R-CONC-2), which rows an older retire must not remove (R-CONC-3), and every sync point a removal
+passed before a sync that began after it asked had finished (R-STORE-9).
 
 Not modelled: crashes and what syncs make durable (the sync steps are here as ordering points only; the
 durability model is a separate concern), the row contents beyond their model call ID, conflicting rows,
@@ -70,6 +81,7 @@ class Guards:
     admit_checks_fence: bool = True
     cache_coherence: bool = True
     read_lock: bool = True
+    await_shared_sync: bool = True
 
     def without(self, name: str) -> Guards:
         """These guards with ``name`` switched off.
@@ -163,6 +175,8 @@ class Config:
     #: The stripe of each ID (by position in ``ids``); by default every ID has its own.
     stripes: tuple[int, ...] = ()
     description: str = ""
+    #: The removals' syncs go through one shared register (R-STORE-9); else each is its caller's own step.
+    group_commit: bool = False
 
     def stripe(self, rollout_id: str) -> int:
         """The lock stripe of an ID (R-STORE-2)."""
@@ -202,6 +216,7 @@ class Local:
     protect: frozenset[tuple[int, int, str]] = (
         frozenset()
     )  # record: retires it must survive (ghost, R-CONC-3)
+    ticket: int = 0  # group commit: the number of the sync this call waits for
 
 
 CallRecord = tuple[int, int, model.Result | None]
@@ -227,6 +242,11 @@ class State:
     ] = ()  # per ID: retires older than a returned delete
     deletes: tuple[int, ...] = ()  # per ID: deletes invoked so far
     broken: tuple[str, ...] = field(default=())  # R-CONC-3 breaches, as sentences
+    # Group commit's register (R-STORE-9): syncs started and finished, and the client running one (or -1).
+    sync_started: int = 0
+    sync_finished: int = 0
+    sync_leader: int = -1
+    unsynced: tuple[str, ...] = ()  # ghost: sync points passed before their sync finished, as sentences
 
 
 def initial_state(config: Config) -> State:
@@ -348,6 +368,52 @@ class Stepper:
         self.set_ledger(rollout_id, None)
         self.set_cache(rollout_id, None)  # drop its cached rows (R-STORE-7)
         return True
+
+    def request_sync(self, pc: str, **registers: Any) -> str:
+        """Ask for a sync (group commit) and go to ``pc``, the sync point, setting ``registers``: take the
+        ticket ``started + 1`` and, when no sync is running, start it (lead). Without group commit only go
+        to ``pc``. Returns the text added to the step's description."""
+        if not self.config.group_commit:
+            self.go(pc, **registers)
+            return ""
+        ticket = self.state.sync_started + 1
+        self.go(pc, ticket=ticket, **registers)
+        if self.state.sync_leader == -1:
+            self.changes["sync_started"] = ticket
+            self.changes["sync_leader"] = self.client
+            return f"; start sync {ticket}"
+        return f"; wait for sync {ticket}"
+
+    def at_sync_point(self) -> tuple[bool, str] | None:
+        """This client's step at its sync point: ``(passed, text)``, or ``None`` while it must wait.
+
+        Without group commit the sync is one step (``passed``). With it: the leader completes its sync
+        (``passed``); a follower whose sync finished goes on (``passed``); a follower that finds none
+        running starts it and leads (not yet passed); otherwise it waits, unless ``await_shared_sync`` is
+        off: then it counts on the running sync and goes on. Passing before its sync finished is recorded
+        in the ghost ``unsynced``.
+        """
+        if not self.config.group_commit:
+            return True, "fsync directory"
+        ticket, state = self.local.ticket, self.state
+        if state.sync_leader == self.client:
+            self.changes["sync_finished"] = ticket
+            self.changes["sync_leader"] = -1
+            return True, f"fsync directory (sync {ticket})"
+        if state.sync_finished >= ticket:
+            return True, f"sync {ticket} finished: go on"
+        if state.sync_leader == -1:
+            self.changes["sync_started"] = ticket
+            self.changes["sync_leader"] = self.client
+            return False, f"no sync running: start sync {ticket}"
+        if self.guards.await_shared_sync:
+            return None
+        self.changes["unsynced"] = (
+            *state.unsynced,
+            f"client {self.client} ({_describe(self.call)}) went on before sync {ticket} finished "
+            f"(sync {state.sync_started} was running, {state.sync_finished} finished)",
+        )
+        return True, f"count on running sync {state.sync_started}: go on"
 
     def go(self, pc: str, **registers: Any) -> None:
         """Move this client's program counter to ``pc``, setting ``registers``."""
