@@ -26,6 +26,7 @@ from capture_ledger.spec.kit.conformance import check_ledger
 from capture_ledger.spec.kit.profiles import PROFILES
 from hypothesis import Phase, settings
 
+from examples.bugs import async_bugs, directory_bugs, sqlite_bugs
 from examples.bugs.catalogue import BASES, CATALOGUE, LAYERS, Bug, Layer, load
 from examples.bugs.matrix import LAYER_RUNNERS, budget_for, kit_requirements
 
@@ -59,6 +60,17 @@ def test_every_bug_is_documented_with_a_requirement_of_the_spec() -> None:
         doc = load(bug.target).__doc__ or ""
         assert bug.requirement in doc, f"{bug.name}: the factory's docstring does not cite {bug.requirement}"
         assert bug.model is None or bug.layer == "crash", bug.name
+
+
+def test_every_bug_module_factory_is_catalogued_once() -> None:
+    """No stray bug: every ``open_*`` a bug module exports is in the catalogue, and the other way round."""
+    exported = {
+        f"{module.__name__}:{name}"
+        for module in (sqlite_bugs, directory_bugs, async_bugs)
+        for name in module.__all__
+        if name.startswith("open_")
+    }
+    assert exported == {bug.target for bug in CATALOGUE}
 
 
 @pytest.mark.parametrize("bug", _bugs("sequential"))

@@ -141,6 +141,9 @@ def test_file_backed_examples_share_a_workspace_across_processes(target: str, tm
     ledger.record("r2", {"model_call_id": "c10"})  # discarded: the other process's fence holds
     with pytest.raises(RolloutRetiredError):
         ledger.has_rows("r2")
+    close = getattr(ledger, "close", None)
+    if callable(close):
+        close()
 
 
 def test_verify_judges_an_example_by_name_from_the_root() -> None:

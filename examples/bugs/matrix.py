@@ -148,23 +148,27 @@ def kit_requirements(error: AssertionError) -> tuple[str, ...]:
 
 
 def one_line_program(message: str) -> str:
-    """The rule calls of the first counterexample in a kit report, on one line (``; `` between steps)."""
+    """The rule calls of the first counterexample in a kit report, on one line (``; `` between steps; an
+    argument printed over several lines is joined back)."""
     steps: list[str] = []
     started = False
     for line in message.splitlines():
-        text = line.strip()
+        text = line.split("  # ")[0].strip()  # Hypothesis notes "# or any other generated value"
         if text.startswith("state = "):
             if started:
                 break  # a second counterexample (another broken requirement)
             started = True
             continue
-        if not started or not text.startswith(("state.", "rollouts_")):
+        if not started or not text:
             continue
         if text.startswith("state.teardown"):
             break
-        if not any(skip in text for skip in ("every_known_rollout", "first_rollout", "another_rollout")):
+        if text.startswith(("state.", "rollouts_")):
             steps.append(text.split("state.", 1)[1] if "state." in text else text)
-    return "; ".join(steps)
+        elif steps:
+            steps[-1] += text  # the continuation of a step printed over several lines
+    skipped = ("every_known_rollout", "first_rollout", "another_rollout")
+    return "; ".join(step for step in steps if not step.startswith(skipped) and "another_rollout" not in step)
 
 
 def _failure_line(message: str) -> str:
