@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "impl.store": {"spec.core"},
     "impl.http": {"spec.core", "impl.store"},
     "impl.study": {"spec.core", "spec.concurrency", "spec.crash", "spec.kit", "impl.store"},
+    "impl.simulate": {"spec.core", "impl.store", "impl.http"},
     # Other projects' ledgers behind the protocol (docs/gym.md): the spec and the reference, nothing of impl.
     "adapters": {"spec", "spec.core", "spec.concurrency", "spec.crash", "spec.kit", "reference"},
     "impl.cli": {
@@ -47,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "impl.store",
         "impl.http",
         "impl.study",
+        "impl.simulate",
     },
 }
 

@@ -8,7 +8,10 @@ starts each example with rollouts in every state (Live, Live with a failure, Ret
 Run in process through httpx's ASGI transport (fast, ``5 x max_examples`` of the profile) and against a
 real ``capture-ledger serve`` process (``max_examples`` of the profile). Each test prints the number of
 requests it sent; the CI profile's counts are in docs/http.md. Invalid IDs and JSON values come from the
-spec's strategies (spec/kit/strategies.py), plus two IDs only a URL makes special. The meta-test sends the
+spec's strategies (spec/kit/strategies.py), plus two IDs only a URL makes special; valid IDs go beyond the
+4-ID pool (any the rule allows, some of exactly 200 characters) and some lists hold 101 to 300 distinct IDs,
+which schemathesis never sends (tests/test_schemathesis_http.py; docs/http.md §OpenAPI says why both
+fuzzers are kept). The meta-test sends the
 request that reaches a deliberately broken store's bug as an explicit example, so that it does not depend
 on the order in which the strategies produce requests.
 """
@@ -30,6 +33,7 @@ from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.http.serving import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.spec.core.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN
 from capture_ledger.spec.kit.profiles import profile_settings
 from capture_ledger.spec.kit.strategies import invalid_rollout_id_strings, invalid_rollout_ids
 from capture_ledger.spec.kit.strategies import json_values as spec_json_values
@@ -47,8 +51,16 @@ URL_ONLY_IDS = ("r0\x00", "%2F")
 # carry; raw bytes below cover what is not JSON at all.
 json_values = spec_json_values(infinities=True)
 bad_ids = st.one_of(invalid_rollout_id_strings(), st.sampled_from(URL_ONLY_IDS))
+#: Valid IDs beyond the pool: any the rule allows (with '.', '_', '-'), some of exactly the longest length.
+valid_ids = st.one_of(
+    st.from_regex(ROLLOUT_ID_PATTERN, fullmatch=True).filter(lambda s: len(s) <= MAX_ROLLOUT_ID_LENGTH),
+    st.sampled_from("aZ0").map(lambda c: c * MAX_ROLLOUT_ID_LENGTH),
+)
+#: Long lists of distinct valid IDs (a bug that needs many distinct IDs is out of schemathesis's reach).
+many_ids = st.integers(101, 300).map(lambda n: [f"d{i}.x_{n}" for i in range(n)])
 id_elements = st.one_of(
     st.sampled_from(POOL),
+    valid_ids,
     invalid_rollout_ids(),
     st.text(max_size=8),
     st.integers(),
@@ -66,6 +78,7 @@ bodies = st.one_of(
         optional={"extra": json_values, "rollout_id": st.sampled_from(POOL)},
     ),
     st.fixed_dictionaries({"rollout_ids": st.sampled_from(POOL)}),  # a bare string (R-BATCH-1)
+    st.fixed_dictionaries({"rollout_ids": many_ids}),
     json_values,
 )
 json_bodies = bodies.map(lambda b: json.dumps(b).encode())
@@ -74,6 +87,7 @@ segments = st.one_of(
     st.sampled_from(POOL),
     st.sampled_from(POOL),
     st.sampled_from(POOL),
+    valid_ids,
     bad_ids.map(lambda s: quote(s, safe="")),
     st.text(alphabet=string.printable, max_size=12).map(lambda s: quote(s, safe="")),
 )
@@ -141,8 +155,9 @@ def snapshot(directory: Path) -> dict[str, bytes]:
 
 
 def seed(store: FileLineageStore) -> None:
-    """r0 Live, r1 Live with a failure, r2 Retired, r3 Absent."""
-    store.delete(POOL)
+    """r0 Live, r1 Live with a failure, r2 Retired, r3 Absent; every other rollout Absent."""
+    names = {p.name.split(".lineage.")[0] for p in store.directory.iterdir() if ".lineage." in p.name}
+    store.delete(sorted(names | set(POOL)))
     store.record("r0", {"model_call_id": "m0", "value": 1})
     store.record_failure("r1", "m0", "timeout")
     store.retire(["r2"])

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capture_ledger.impl.cli.interleave",
     "capture_ledger.impl.cli.explore",
     "capture_ledger.impl.cli.history",
+    "capture_ledger.impl.cli.simulate",
 )
 
 
