@@ -330,6 +330,23 @@ def test_every_error_body_has_the_error_body_shape() -> None:
     assert call(app, "DELETE", f"{PREFIX}/rollouts/retire").headers["allow"] == "POST"
 
 
+def test_a_scrape_sweeps_rows_another_worker_removed_and_shows_the_resolved_store(tmp_path: Path) -> None:
+    # Two handles on one directory, as two workers: the served one caches a rollout that the other retires.
+    served = FileLineageStore(tmp_path, fence_sync="syncfs", group_commit=False)
+    other = FileLineageStore(tmp_path)
+    app = create_app(served, auth_token=TOKEN)
+    served.record("a", {"model_call_id": "m0"})
+    served.record("b", {"model_call_id": "m0"})
+    assert served.statistics().cached_rows == 2
+    other.retire(["a"])  # another worker: the served handle's cache still holds a's row
+    assert served.statistics().cached_rows == 2
+    text = call(app, "GET", f"{PREFIX}/metrics").text
+    assert "capture_ledger_store_cached_rows 1.0" in text  # swept before it was read: only b's row
+    assert 'capture_ledger_store_info{fence_sync="syncfs",group_commit="false"} 1.0' in text
+    served.close()
+    other.close()
+
+
 def test_metrics_report_latencies_and_the_file_store_statistics(tmp_path: Path) -> None:
     store = FileLineageStore(tmp_path)
     app = create_app(store, auth_token=TOKEN)
