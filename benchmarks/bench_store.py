@@ -216,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=300, help="records per record figure")
     parser.add_argument("--batch", type=int, default=256, help="IDs per retire/delete batch")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this text")
     args = parser.parse_args(argv)
 
     results: dict[str, dict[str, float]] = {}
@@ -231,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             "retire / ID, fence_sync=syncfs": lambda: bench.retire_batch(fence_sync="syncfs"),
         }
         for name, case in cases.items():
+            if args.only not in name:
+                continue
             store_samples: list[float] = []
             floor_samples: list[float] = []
             for _ in range(args.rounds if "/ ID" in name else 1):
@@ -246,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                 "floor_min_us": min(floor_samples),
                 "min_ratio": min(store_samples) / min(floor_samples),
             }
-    directory = results["retire / ID"]["store_us"]
     for name in ("retire / ID, fence_sync=file", "retire / ID, fence_sync=syncfs"):
-        results[name]["vs_directory"] = results[name]["store_us"] / directory
+        if name in results and "retire / ID" in results:
+            results[name]["vs_directory"] = results[name]["store_us"] / results["retire / ID"]["store_us"]
     if args.json:
         print(json.dumps({"batch": args.batch, "results": results}, indent=2))
         return 0

@@ -71,17 +71,36 @@ def test_a_write_to_a_live_ledger_looks_up_no_fence_and_costs_the_floor(fs: Coun
     fs.clear()
     store.record("r", _row("m1"))
     assert _fence_lookups(fs) == 0  # R-WRITE-6
-    # open + write + fsync + close (the floor), plus fstat to validate the cache, under the lock.
+    # open + write + fsync + close (the floor), plus the size to validate the cache, under the lock.
     assert fs.methods() == [
         "lock",
         "generation",
         "open_append",
-        "fstat",
+        "size",
         "write",
         "fsync",
         "close",
         "unlock",
     ]
+
+
+def test_an_identical_re_record_syncs_only_rows_this_handle_did_not_make_durable(
+    fs: CountingFileSystem,
+) -> None:
+    """R-CRASH-1 with R-WRITE-3: a re-recorded row is made durable before the call returns, unless this
+    handle's own fsync already covered every row it knows (then it costs no sync)."""
+    store, other = _store(fs), _store(fs)
+    store.record("r", _row("m0"))
+    fs.clear()
+    store.record("r", _row("m0"))  # this handle appended and fsynced it: nothing to do
+    assert "fsync" not in fs.methods() and "sync_dir" not in fs.methods()
+    other.record("r", _row("m1"))  # a row this handle has not made durable
+    fs.clear()
+    store.record("r", _row("m0"))
+    assert fs.methods().count("fsync") == 1 and fs.methods().count("sync_dir") == 1
+    fs.clear()
+    store.record("r", _row("m1"))  # confirmed durable just now
+    assert "fsync" not in fs.methods()
 
 
 def test_a_write_to_another_handles_live_ledger_looks_up_no_fence(fs: CountingFileSystem) -> None:

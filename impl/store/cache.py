@@ -33,6 +33,8 @@ class CachedLedger:
     inode: int
     end: int
     generation: int
+    #: Bytes this handle itself made durable (its fsync of an append, or of a re-recorded row, returned).
+    durable: int = 0
     entries: list[Entry] = field(default_factory=list)
     #: model_call_id -> canonical JSON of its record, for R-WRITE-3 without a scan.
     records: dict[str, str] = field(default_factory=dict)
@@ -43,11 +45,15 @@ class CachedLedger:
     def extend(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
         """Add parsed or appended entries in file order."""
         for entry in entries:
-            self.entries.append(entry)
-            if isinstance(entry, RecordEntry):
-                self.records.setdefault(entry.model_call_id, entry.canonical)
-            else:
-                self.failures.add(entry)
+            self.add(entry)
+
+    def add(self, entry: Entry) -> None:
+        """Add one parsed or appended entry at the end."""
+        self.entries.append(entry)
+        if type(entry) is RecordEntry:
+            self.records.setdefault(entry.model_call_id, entry.canonical)
+        else:
+            self.failures.add(entry)
 
 
 class LedgerCache:
@@ -75,20 +81,39 @@ class LedgerCache:
                 self._entries.move_to_end(rollout_id)
             return entry
 
+    def peek(self, rollout_id: str) -> CachedLedger | None:
+        """The entry of ``rollout_id`` without marking it used (the caller puts it back after)."""
+        return self._entries.get(rollout_id)  # one dict lookup: atomic, no lock needed
+
     def put(self, rollout_id: str, entry: CachedLedger) -> None:
         """Keep ``entry`` (after a parse or an append), then evict down to the bounds."""
         with self._lock:
-            old = self._entries.pop(rollout_id, None)
+            old = self._entries.get(rollout_id)
+            if old is entry:  # the hot path: the same ledger, perhaps with rows added
+                grown = len(entry.entries) - entry.counted
+                self._entries.move_to_end(rollout_id)
+                if not grown:
+                    return
+                if entry.counted + grown <= self.max_rows:
+                    entry.counted += grown
+                    self._rows += grown
+                    self._evict()
+                    return
             if old is not None:
+                del self._entries[rollout_id]
                 self._rows -= old.counted
             entry.counted = len(entry.entries)
             if entry.counted > self.max_rows or self.max_rollouts == 0:
                 return
             self._entries[rollout_id] = entry
             self._rows += entry.counted
-            while len(self._entries) > self.max_rollouts or self._rows > self.max_rows:
-                _, evicted = self._entries.popitem(last=False)
-                self._rows -= evicted.counted
+            self._evict()
+
+    def _evict(self) -> None:
+        # Called with the lock held: least recently used out until within both bounds.
+        while len(self._entries) > self.max_rollouts or self._rows > self.max_rows:
+            _, evicted = self._entries.popitem(last=False)
+            self._rows -= evicted.counted
 
     def drop(self, rollout_id: str) -> None:
         """Forget ``rollout_id`` (its ledger was removed by this handle, or found stale)."""

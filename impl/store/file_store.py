@@ -22,7 +22,7 @@ of fences on a file system without a journal when ``fence_sync="directory"`` is 
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import os
 import pathlib
@@ -33,8 +33,9 @@ from types import TracebackType
 from typing import Any, Literal
 
 from capture_ledger.impl.store.cache import CachedLedger, LedgerCache
+from capture_ledger.impl.store.canonical import parse_canonical, row_and_canonical
 from capture_ledger.impl.store.filesystems import detect
-from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import decode, encode, fence_name, ledger_name
 from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot, stripe_lock
 from capture_ledger.impl.store.ordering import FENCE_SYNCS, FenceSync, Ordering
@@ -43,13 +44,7 @@ from capture_ledger.spec.core.errors import ConflictingRecordError, RolloutRetir
 from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
 from capture_ledger.spec.core.protocol import OPERATIONS, FailureRow, Manifest, RolloutRemoval
-from capture_ledger.spec.core.rows import (
-    canonical_json,
-    row_staging_key,
-    validate_failure,
-    validate_model_call_id,
-    validate_row,
-)
+from capture_ledger.spec.core.rows import row_staging_key, validate_failure, validate_model_call_id
 
 __all__ = [
     "DEFAULT_CACHE_ROLLOUTS",
@@ -253,10 +248,11 @@ class FileLineageStore:
             OSError: the file system failed; the row may or may not be durable.
         """
         self._served("record")
-        validate_rollout_id(rollout_id)
-        plain = validate_row(row)
-        entry = RecordEntry(plain["model_call_id"], canonical_json(plain))
-        self._write(rollout_id, entry, row_staging_key(plain))
+        _validated(rollout_id)
+        plain, canonical, raw = row_and_canonical(row)  # validate_row and canonical_json, byte for byte
+        entry = RecordEntry(plain["model_call_id"], canonical)
+        line = encode(entry) if raw is None else b'{"record":' + raw + b"}\n"
+        self._write(rollout_id, entry, plain, line)
 
     def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
         """Append ``{"model_call_id", "reason"}`` unless the identical failure is there (R-WRITE-7).
@@ -267,26 +263,27 @@ class FileLineageStore:
             OSError: the file system failed.
         """
         self._served("record_failure")
-        validate_rollout_id(rollout_id)
+        _validated(rollout_id)
         entry = FailureEntry(*validate_failure(model_call_id, reason))
-        self._write(rollout_id, entry, None)
+        self._write(rollout_id, entry, None, encode(entry))
 
-    def _write(self, rollout_id: str, entry: Entry, key: str | None) -> None:
-        if self._write_locked(rollout_id, entry):
+    def _write(self, rollout_id: str, entry: Entry, row: Mapping[str, Any] | None, line: bytes) -> None:
+        if self._write_locked(rollout_id, entry, line):
             # Logged after the stripe is released: a slow or blocked log handler (a full pipe, a remote
             # sink) must never stall the other writers and the retires of that stripe (R-WRITE-5).
+            key = row_staging_key(row) if row is not None else None
             logger.warning(
                 "discarded a late write to retired rollout %s (staging key %s)",
                 rollout_id,
                 key if key is not None else "none",
             )
 
-    def _write_locked(self, rollout_id: str, entry: Entry) -> bool:
-        """Apply one write under the rollout's lock; ``True`` when a fence discarded it (R-WRITE-4)."""
+    def _write_locked(self, rollout_id: str, entry: Entry, line: bytes) -> bool:
+        """Apply one write (``line`` is ``encode(entry)``) under the rollout's lock; ``True`` when a fence
+        discarded it (R-WRITE-4)."""
         fs, order = self._fs, self._ordering
         stripe, slot = rollout_slot(rollout_id, self._stripes)
         name = ledger_name(rollout_id)
-        line = encode(entry)
         with stripe_lock(fs, stripe):
             generation = fs.generation(stripe, slot)
             fd = fs.open_append(name, create=False)
@@ -295,28 +292,35 @@ class FileLineageStore:
                 if self._fenced_for_write(rollout_id):
                     return True
                 stat = order.create_ledger(fs, name, line)
-                cached = CachedLedger(inode=stat.inode, end=stat.size, generation=generation)
-                cached.extend([entry])
+                cached = CachedLedger(
+                    inode=stat.inode, end=stat.size, generation=generation, durable=stat.size
+                )
+                cached.add(entry)
                 self._cache.put(rollout_id, cached)
                 return False
             try:
-                stat = fs.fstat(fd)
-                loaded = self._load(rollout_id, generation, known=stat)
+                size = fs.size(fd)
+                loaded = self._load(rollout_id, generation, size=size)
                 if loaded is None:  # pragma: no cover - the file is open and we hold the lock
                     raise FileNotFoundError(name)
                 if not loaded.entries and self._fenced_for_write(rollout_id):
                     self._cache.put(rollout_id, loaded)
                     return True
                 if _already_there(loaded, entry, rollout_id):
-                    order.confirm_existing(fs, fd)
+                    # R-CRASH-1: the row may come from a call that failed or died before its syncs; only
+                    # when this handle itself made every row it knows durable is there nothing to do.
+                    if loaded.durable < loaded.end:
+                        order.confirm_existing(fs, fd)
+                        loaded.durable = loaded.end
                     self._cache.put(rollout_id, loaded)
                     return False
-                torn_end = loaded.end if stat.size > loaded.end else None
+                torn_end = loaded.end if size > loaded.end else None
                 order.append_line(fs, fd, line, torn_end=torn_end, first_row=not loaded.entries)
             finally:
                 fs.close(fd)
             loaded.end += len(line)
-            loaded.extend([entry])
+            loaded.durable = loaded.end  # the fsync of this append covered every byte before it
+            loaded.add(entry)
             self._cache.put(rollout_id, loaded)
             return False
 
@@ -352,7 +356,7 @@ class FileLineageStore:
         failures: list[FailureRow] = []
         for entry in entries:
             if isinstance(entry, RecordEntry):
-                records.append(json.loads(entry.canonical))
+                records.append(parse_canonical(entry.canonical))
             else:
                 failures.append({"model_call_id": entry.model_call_id, "reason": entry.reason})
         return {"rollout_id": rollout_id, "records": records, "failures": failures}
@@ -360,46 +364,58 @@ class FileLineageStore:
     def has_rows(self, rollout_id: str) -> bool:
         """Whether the rollout is Live (R-READ-4); ``RolloutRetiredError`` when Retired."""
         self._served("has_rows")
-        return bool(self._read(validate_rollout_id(rollout_id)))
+        return bool(self._read(validate_rollout_id(rollout_id), copy=False))
 
-    def _read(self, rollout_id: str) -> list[Entry]:
+    def _read(self, rollout_id: str, *, copy: bool = True) -> list[Entry]:
+        """Under the lock: the rollout's entries (a copy, unless ``copy`` is off), or ``[]``; raises
+        ``RolloutRetiredError`` when it is Retired (R-READ-3)."""
         fs = self._fs
         stripe, slot = rollout_slot(rollout_id, self._stripes)
         with stripe_lock(fs, stripe):
-            loaded = self._load(rollout_id, fs.generation(stripe, slot), known=None)
+            loaded = self._load(rollout_id, fs.generation(stripe, slot), size=None)
             if loaded is not None:
                 self._cache.put(rollout_id, loaded)
                 if loaded.entries:
-                    return list(loaded.entries)
+                    return list(loaded.entries) if copy else loaded.entries
             if fs.stat(fence_name(rollout_id)) is not None:
                 raise RolloutRetiredError(rollout_id)  # R-READ-3
             return []
 
-    def _load(self, rollout_id: str, generation: int, *, known: FileStat | None) -> CachedLedger | None:
+    def _load(self, rollout_id: str, generation: int, *, size: int | None) -> CachedLedger | None:
         """Under the lock: the ledger's current entries, from the cache and the new tail only.
 
-        ``known`` is the ledger's ``FileStat`` when the caller already has it open. Returns ``None`` when
-        no ledger file exists. The result is not yet in the cache; the caller puts it there.
+        ``size`` is the ledger's size when the caller has it open (a write). Returns ``None`` when no
+        ledger file exists. The result is not yet in the cache; the caller puts it there.
+
+        R-STORE-7: a cached entry is used only while the rollout's removal counter is the one it saw
+        (``cache_current``); then the file under the name is the one it describes. A write whose open
+        ledger has exactly the cached size reads nothing more (the hot path); whenever bytes are read, the
+        inode and size are compared too (``cache_matches``), and a mismatch re-reads from byte 0.
         """
         fs, order = self._fs, self._ordering
         name = ledger_name(rollout_id)
-        cached = self._cache.get(rollout_id)
+        cached = self._cache.peek(rollout_id)  # every caller puts the result back, marking it used
         if cached is not None and not order.cache_current(cached, generation):
             cached = None  # another handle removed this ledger since (R-STORE-7)
         if cached is not None:
-            stat = known if known is not None else fs.stat(name)
-            if order.cache_matches(cached, stat):
-                if stat is None or stat.size == cached.end:
-                    return cached  # the hot path: nothing new, nothing read
-                got = fs.read(name, cached.end)
-                if got is not None and order.cache_matches(cached, got[0]):
-                    decoded = decode(got[1], start=cached.end, name=name)
-                    cached.extend(decoded.entries)
-                    cached.end = decoded.end
-                    return cached
-            elif stat is None:
-                self._cache.drop(rollout_id)
-                return None
+            if size is None:
+                stat = fs.stat(name)
+                if not order.cache_matches(cached, stat):
+                    if stat is None:
+                        self._cache.drop(rollout_id)
+                        return None
+                    cached = None
+                elif stat is None or stat.size == cached.end:
+                    return cached  # the read's hot path: nothing new, nothing read
+            elif size == cached.end:
+                return cached  # the write's hot path: nothing appended since, nothing read
+        if cached is not None:
+            got = fs.read(name, cached.end)
+            if got is not None and order.cache_matches(cached, got[0]):
+                decoded = decode(got[1], start=cached.end, name=name)
+                cached.extend(decoded.entries)
+                cached.end = decoded.end
+                return cached
         self._cache.drop(rollout_id)
         got = fs.read(name, 0)
         if got is None:
@@ -471,6 +487,18 @@ class _Rollouts:
 
     def forget(self, rollout_id: str) -> None:
         self._store._cache.drop(rollout_id)
+
+
+def _validated(rollout_id: object) -> str:
+    """``validate_rollout_id``, remembered for the last 4096 valid IDs (every write validates its ID)."""
+    if type(rollout_id) is str:
+        return _valid_id(rollout_id)
+    return validate_rollout_id(rollout_id)  # raises InvalidRolloutIdError
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_id(rollout_id: str) -> str:
+    return validate_rollout_id(rollout_id)  # an invalid ID raises, and nothing is remembered
 
 
 def _already_there(loaded: CachedLedger, entry: Entry, rollout_id: str) -> bool:

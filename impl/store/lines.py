@@ -10,6 +10,9 @@ UTF-8 with ``surrogatepass`` (a lone surrogate in a row survives the round trip,
 Bytes after the last ``\\n`` are a torn tail, left by a crash during an append that never returned: they
 are not a row (R-STORE-6), and the next append first truncates them away.
 
+Lines this store wrote are read by ``canonical.record_of_line`` (the line already holds the row's canonical
+JSON); any other line goes through the spec's ``json.loads``, ``validate_row`` and ``canonical_json``.
+
 Not guaranteed: that a file not written by this module decodes. A complete line that does not decode is
 corruption, reported by ``CorruptLedgerError`` (and by ``check``), never silently skipped.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from capture_ledger.impl.store.canonical import record_of_line
 from capture_ledger.spec.core.errors import CaptureLedgerError
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
 from capture_ledger.spec.core.rows import canonical_json, validate_failure, validate_row
@@ -79,6 +83,9 @@ def encode(entry: Entry) -> bytes:
 
 
 def _decode_line(line: bytes) -> Entry:
+    fast = record_of_line(line)  # a line as this store writes it: read without re-encoding (canonical)
+    if fast is not None:
+        return RecordEntry(fast[0]["model_call_id"], fast[1])
     value = json.loads(line.decode("utf-8", "surrogatepass"))
     if not isinstance(value, dict) or len(value) != 1:
         raise ValueError("a line must be an object with one key, 'record' or 'failure'")

@@ -16,6 +16,7 @@ Not guaranteed: fairness, or exclusion between processes that were opened with d
 
 from __future__ import annotations
 
+import functools
 import zlib
 from types import TracebackType
 
@@ -44,11 +45,13 @@ def stripe_of(rollout_id: str, stripes: int) -> int:
     return _crc(rollout_id) % stripes
 
 
+@functools.lru_cache(maxsize=4096)
 def rollout_slot(rollout_id: str, stripes: int) -> RolloutSlot:
     """The stripe and the removal-counter slot of ``rollout_id`` (R-STORE-2, R-STORE-7).
 
     The slot uses the hash bits above the stripe's, so IDs sharing a stripe rarely share a slot, and a
-    removal rarely invalidates another rollout's cached rows.
+    removal rarely invalidates another rollout's cached rows. Remembered for the last 4096 IDs asked about
+    (every operation asks, some twice).
     """
     crc = _crc(rollout_id)
     return crc % stripes, (crc // stripes) % GENERATION_SLOTS

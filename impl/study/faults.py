@@ -9,7 +9,7 @@ a planned fault raises ``OSError(EIO)`` or ``OSError(ENOSPC)`` at one of three m
 - ``partial``: for ``write`` only, the first half of the bytes is written, then it raises (``ENOSPC``
   midway through an append). Other calls treat ``partial`` as ``before``.
 
-For calls without an effect (``stat``, ``read``, ``listdir``, ``fstat``) ``after`` is the same as
+For calls without an effect (``stat``, ``read``, ``listdir``, ``fstat``, ``size``) ``after`` is the same as
 ``before`` to the caller. An ``after`` fault of ``open_append`` or ``create_file`` closes the descriptor
 the caller never learns. ``FaultyFileSystem`` is a ``HookedFileSystem`` (``store.fs``) whose ``around``
 consults the plan.
@@ -48,6 +48,7 @@ FAULTABLE_CALLS = (
     "syncfs",
     "listdir",
     "fstat",
+    "size",
     "truncate",
 )
 
