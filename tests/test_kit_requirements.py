@@ -135,8 +135,12 @@ def test_every_broken_requirement_is_reported_once_with_a_counterexample_that_re
         program = broken.counterexample.replace(
             "from tests.two_bugs import open_two as open_ledger", "open_ledger = lambda workspace: TwoBugs()"
         )
-        with pytest.raises(breaks(broken.requirement)):
-            exec(program, {"TwoBugs": TwoBugs})
+        namespace: dict[str, object] = {"TwoBugs": TwoBugs}
+        try:
+            with pytest.raises(breaks(broken.requirement)):
+                exec(program, namespace)
+        finally:
+            namespace["state"].teardown()  # type: ignore[attr-defined]  # after the failing step
     # The second round tolerates the first requirement found; its program says so, so that it replays.
     assert "tolerate=(" in verdict.broken[1].counterexample
 

@@ -71,8 +71,12 @@ def _rejection(mutant: Mutant, search: settings) -> str:
 def _replay(requirement: str, counterexample: str) -> None:
     """Run a counterexample as the program it is; it must fail again, with the same requirement (R-KIT-6,
     R-KIT-11)."""
-    with pytest.raises(breaks(requirement)):
-        exec(counterexample, {})
+    namespace: dict[str, Any] = {}
+    try:
+        with pytest.raises(breaks(requirement)):
+            exec(counterexample, namespace)
+    finally:
+        namespace["state"].teardown()  # the program's own teardown comes after the failing step
 
 
 def _check_shrunk(name: str, record_property: Callable[[str, object], None]) -> None:

@@ -1,4 +1,5 @@
-"""The conformance kit: what a ledger author runs against their own ledger (SPEC.md §Conformance, R-KIT-1..11).
+"""The conformance kit: what a ledger author runs against their own ledger (SPEC.md §Conformance,
+R-KIT-1..11).
 
 ``conformance`` holds the entry points (``check_ledger``, ``judge_ledger``, ``conformance_test_case``);
 ``machine`` is the Hypothesis state machine driven by the model; ``compare`` compares one call's outcome

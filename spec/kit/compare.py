@@ -34,7 +34,7 @@ __all__ = ["Read", "difference", "kind_seen", "warning_problem"]
 @dataclass(frozen=True, slots=True)
 class Read:
     """One read of a read-back: what differs from the model (``None``: nothing) and the kind of state it
-    shows (``classify.state_kind``'s, or ``other``)."""
+    shows when it is wrong (``classify.state_kind``'s, or ``other``; empty for a right read)."""
 
     problem: str | None
     kind: str

@@ -270,7 +270,10 @@ def conformance_machine(
                     problem = (
                         outcome.problem or f"logged {list(outcome.warnings)!r}; it should log no warning"
                     )
-                found[name] = Read(None if problem is None else f"{name} {problem}", kind_seen(op, outcome))
+                if problem is None:  # a right read shows the model's kind: nothing to work out
+                    found[name] = Read(None, "")
+                else:
+                    found[name] = Read(f"{name} {problem}", kind_seen(op, outcome))
             return found
 
         def _read_back(self, rollout_id: str) -> None:
