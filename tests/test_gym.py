@@ -262,3 +262,16 @@ def test_nothing_of_ours_imports_gym_at_import_time() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "ok"
+
+
+def test_nothing_of_ours_imports_benchmarks_as_a_package() -> None:
+    """Gym's wheel installs a top-level ``benchmarks`` namespace package; ours is a folder of scripts run by
+    path, so no module of ours may import ``benchmarks`` (the two namespace portions would merge)."""
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for folder in ("pkg", "spec", "reference", "impl", "adapters", "tests", "benchmarks", "tools"):
+        for path in (root / folder).rglob("*.py"):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.lstrip().startswith(("import benchmarks", "from benchmarks")):
+                    offenders.append(f"{path.relative_to(root)}: {line.strip()}")
+    assert not offenders, offenders

@@ -23,7 +23,7 @@ from capture_ledger.spec.kit.requirements import SCOPE, checked
 from hypothesis import Phase, settings
 
 #: Small and deterministic: 127 subsets each run, so each run is short; failures need no shrinking here.
-SMALL = settings(PROFILES["ci"], max_examples=4, stateful_step_count=8)
+SMALL = settings(PROFILES["ci"], max_examples=3, stateful_step_count=8)
 NO_SHRINK = settings(PROFILES["ci"], max_examples=200, phases=[Phase.explicit, Phase.generate])
 
 SUBSETS = [
