@@ -1,4 +1,5 @@
-"""``check`` and ``read_snapshot`` on lineage directories (SPEC.md R-STORE-8, R-STATE-3, R-STORE-6).
+"""``check`` and ``read_snapshot`` on lineage directories (SPEC.md R-STORE-8, R-STATE-3, R-STORE-6,
+R-STORE-11).
 
 Directories are made by the store and then damaged the way a crash or a person would: an interrupted
 retire (a ledger beside its fence), a torn tail, an empty ledger, a corrupt line, stray files. ``check``
@@ -85,6 +86,40 @@ def test_torn_tails_and_empty_ledgers_are_fixed_stray_and_corrupt_files_never(tm
     assert store.manifest("torn")["records"] == [{"model_call_id": "m"}]
     with pytest.raises(CorruptLedgerError):
         store.manifest("bad")
+
+
+def test_a_line_holding_a_nul_is_crash_residue_not_a_corrupt_line(tmp_path: Path) -> None:
+    """R-STORE-11: a lost block of an unacknowledged append reads as NULs, possibly followed by the end of
+    the row from a later block that was kept. From that line on nothing is a row: the rollout reads its
+    acknowledged rows, ``check`` reports a torn tail, and the next append truncates the residue."""
+    store = _store(tmp_path)
+    store.record("a", {"model_call_id": "m"})
+    ledger = tmp_path / "a.lineage.jsonl"
+    good = ledger.read_bytes()
+    residue = b"\0" * 20 + b'l_id":"n"}}\n' + b'{"record":{"model_call_id":"o"}}\n'
+    ledger.write_bytes(good + residue)
+    reader = _store(tmp_path)  # a fresh handle, as after a crash
+    assert reader.manifest("a")["records"] == [{"model_call_id": "m"}]
+    findings = check(tmp_path)
+    assert [(f.kind, f.name) for f in findings] == [("torn-tail", "a.lineage.jsonl")]
+    assert f"{len(residue)} bytes after the last complete line at byte {len(good)}" in findings[0].detail
+    reader.record("a", {"model_call_id": "p"})
+    assert ledger.read_bytes() == good + b'{"record":{"model_call_id":"p"}}\n'
+    assert check(tmp_path) == []
+
+
+def test_a_nul_inside_the_last_complete_line_cuts_only_that_line(tmp_path: Path) -> None:
+    """The residue starts at the line holding the NUL: the rows before it stay rows (R-STORE-11)."""
+    store = _store(tmp_path)
+    for call in ("m", "n"):
+        store.record("a", {"model_call_id": call})
+    ledger = tmp_path / "a.lineage.jsonl"
+    data = ledger.read_bytes()
+    second = data.index(b"\n") + 1
+    ledger.write_bytes(data[: second + 5] + b"\0" + data[second + 6 :])
+    assert _store(tmp_path).manifest("a")["records"] == [{"model_call_id": "m"}]
+    assert [f.kind for f in check(tmp_path, fix=True)] == ["torn-tail"]
+    assert ledger.read_bytes() == data[:second]
 
 
 def test_check_refuses_a_missing_directory(tmp_path: Path) -> None:

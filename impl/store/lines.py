@@ -10,6 +10,13 @@ UTF-8 with ``surrogatepass`` (a lone surrogate in a row survives the round trip,
 Bytes after the last ``\\n`` are a torn tail, left by a crash during an append that never returned: they
 are not a row (R-STORE-6), and the next append first truncates them away.
 
+A line holding a NUL byte is crash residue, and so is everything after it: ``encode`` never writes a NUL
+(canonical JSON escapes every control character), so a NUL can only come from a block the disk never wrote
+(on ext4 without a journal a crash may keep a later block of an unsynced append and lose an earlier one,
+docs/crash.md §The kernel study). The torn tail then starts at that line (R-STORE-6, R-STORE-11). This is
+safe: an fsync that returned flushed every block of the file, so a lost block only ever holds bytes of
+appends not yet acknowledged, which a crash may drop (R-CRASH-4).
+
 Lines this store wrote are read by ``canonical.record_of_line`` (the line already holds the row's canonical
 JSON); any other line goes through the spec's ``json.loads``, ``validate_row`` and ``canonical_json``.
 
@@ -104,8 +111,8 @@ def _decode_line(line: bytes) -> Entry:
 class Decoded:
     """The entries of some bytes of a ledger, and where they end.
 
-    ``end`` is the offset just past the last complete line (``start`` plus the bytes consumed); bytes from
-    ``end`` to ``size`` are a torn tail (R-STORE-6).
+    ``end`` is the offset just past the last complete line before any crash residue (``start`` plus the
+    bytes consumed); bytes from ``end`` to ``size`` are a torn tail (R-STORE-6, R-STORE-11).
     """
 
     entries: tuple[Entry, ...]
@@ -135,6 +142,9 @@ def decode(data: bytes, *, start: int = 0, name: str = "") -> Decoded:
     entries: list[Entry] = []
     position = 0
     last = data.rfind(b"\n") + 1  # bytes past the last newline are torn (R-STORE-6)
+    nul = data.find(b"\0", 0, last)
+    if nul >= 0:  # crash residue: from the line holding the NUL on, nothing is a row (R-STORE-11)
+        last = data.rfind(b"\n", 0, nul) + 1
     while position < last:
         newline = data.index(_NEWLINE, position)
         try:
