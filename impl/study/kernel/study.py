@@ -23,7 +23,7 @@ are stable on a quiet machine, the verdicts are what the tests pin).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -189,9 +189,8 @@ def kernel_cell(
     judging = _Judge(recorded)
     ids = judging.ids
     inside = dict.fromkeys(views, 0)
-    outside = dict.fromkeys(views, 0)
+    outside = _Outside(recorded, found, workload, views, keep)
     unknown = dict.fromkeys(views, 0)
-    findings: dict[str, list[OutsideModel]] = {name: [] for name in views}
     best: dict[str, list[KernelBroken]] = {}
     produced: set[ReaderClass] = set()
     garbage = unrecoverable = 0
@@ -214,20 +213,9 @@ def kernel_cell(
                         notes.append(f"{state.label}: {back.note}")
                     if back.image is None or back.directory is None:
                         unrecoverable += 1
-                        count, spent = costs.get(size, (0, 0.0))
-                        costs[size] = (count + 1, spent + time.perf_counter() - state_started)
+                        _charge(costs, size, state_started)
                         for name in views:
-                            outside[name] += 1
-                            _note_finding(
-                                findings[name],
-                                keep=keep,
-                                recorded=recorded,
-                                found=found,
-                                state=state,
-                                model=name,
-                                files=(),
-                                workload=workload,
-                            )
+                            outside.note(name, state, ())
                         continue
                     image = back.image
                     hangs = observer.hangs
@@ -246,17 +234,7 @@ def kernel_cell(
                     elif verdict:
                         inside[name] += 1
                     else:
-                        outside[name] += 1
-                        _note_finding(
-                            findings[name],
-                            keep=keep,
-                            recorded=recorded,
-                            found=found,
-                            state=state,
-                            model=name,
-                            files=files,
-                            workload=workload,
-                        )
+                        outside.note(name, state, files)
                 for cut in window.cuts:
                     spans, allowed = judging.at(cut)
                     for rid in ids:
@@ -284,8 +262,7 @@ def kernel_cell(
                                 kept.append(KernelBroken(clause, state.label, violation, timeline))
                                 kept.sort(key=lambda b: b.violation.size())
                                 del kept[keep:]
-                count, spent = costs.get(size, (0, 0.0))
-                costs[size] = (count + 1, spent + time.perf_counter() - state_started)
+                _charge(costs, size, state_started)
     finally:
         observer.close()
     everything = {name: view.everything() for name, view in views.items()}
@@ -298,14 +275,14 @@ def kernel_cell(
         duplicates=duplicates,
         classes=len(produced),
         inside=inside,
-        outside=outside,
+        outside=outside.counts,
         unknown=unknown,
         model_only={name: len(classes - produced) for name, classes in everything.items()},
         garbage=garbage,
         unrecoverable=unrecoverable,
         clauses=frozenset(best),
         broken=tuple(b for clause in sorted(best) for b in best[clause]),
-        findings=tuple(f for name in views for f in findings[name]),
+        findings=tuple(f for name in views for f in outside.kept[name]),
         in_flight=tuple(len(e.writes) for e in found),
         costs=tuple((size, count, spent) for size, (count, spent) in sorted(costs.items())),
         manual_fsck=sum("gave up" in note for note in notes),
@@ -315,22 +292,41 @@ def kernel_cell(
     )
 
 
-def _note_finding(
-    kept: list[OutsideModel],
-    *,
-    keep: int,
-    recorded: KernelRecording,
-    found: Sequence[Epoch],
-    state: CrashState,
-    model: str,
-    files: tuple[tuple[str, str], ...],
-    workload: Workload,
-) -> None:
-    if len(kept) >= keep:
-        return
-    timeline = block_timeline(recorded, found, state)
-    config = recorded.recording.config.label
-    kept.append(OutsideModel(workload.name, recorded.fs.name, config, model, state.label, files, timeline))
+class _Outside:
+    """The states outside each model: counted, and the first ``keep`` per model kept with their timelines."""
+
+    def __init__(
+        self,
+        recorded: KernelRecording,
+        found: Sequence[Epoch],
+        workload: Workload,
+        models: Iterable[str],
+        keep: int,
+    ) -> None:
+        self._recorded = recorded
+        self._found = found
+        self._workload = workload
+        self._keep = keep
+        self.counts = dict.fromkeys(models, 0)
+        self.kept: dict[str, list[OutsideModel]] = {name: [] for name in self.counts}
+
+    def note(self, model: str, state: CrashState, files: tuple[tuple[str, str], ...]) -> None:
+        """Count ``state`` outside ``model``; keep it as a finding while fewer than ``keep`` are."""
+        self.counts[model] += 1
+        kept = self.kept[model]
+        if len(kept) >= self._keep:
+            return
+        recorded = self._recorded
+        timeline = block_timeline(recorded, self._found, state)
+        config = recorded.recording.config.label
+        fs = recorded.fs.name
+        kept.append(OutsideModel(self._workload.name, fs, config, model, state.label, files, timeline))
+
+
+def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> None:
+    """Add one state of an epoch of ``size`` writes, judged since ``started``, to ``costs``."""
+    count, spent = costs.get(size, (0, 0.0))
+    costs[size] = (count + 1, spent + time.perf_counter() - started)
 
 
 def _at_block_size(model: PersistenceModel) -> PersistenceModel:
