@@ -32,9 +32,11 @@ from capture_ledger.spec.core.protocol import CaptureLedger, FailureRow, Manifes
 
 if TYPE_CHECKING:
     from capture_ledger.spec.kit.conformance import check_ledger, conformance_test_case
+    from capture_ledger.spec.kit.stress.check import check_concurrency
 
 #: Names loaded on first use, and the module each comes from.
 _LAZY = {
+    "check_concurrency": "capture_ledger.spec.kit.stress.check",
     "check_ledger": "capture_ledger.spec.kit.conformance",
     "conformance_test_case": "capture_ledger.spec.kit.conformance",
 }
@@ -51,6 +53,7 @@ __all__ = [
     "Manifest",
     "RolloutRemoval",
     "RolloutRetiredError",
+    "check_concurrency",
     "check_ledger",
     "conformance_test_case",
     "staging_key",

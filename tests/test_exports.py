@@ -19,6 +19,7 @@ EXPECTED = {
         "Manifest",
         "RolloutRemoval",
         "RolloutRetiredError",
+        "check_concurrency",
         "check_ledger",
         "conformance_test_case",
         "staging_key",

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "capture_ledger.impl.cli.explore",
     "capture_ledger.impl.cli.history",
     "capture_ledger.impl.cli.simulate",
+    "capture_ledger.impl.cli.stress",
 )
 
 

@@ -1,0 +1,251 @@
+"""``capture-ledger stress TARGET``: concurrent histories of any ledger judged for linearizability (SPEC.md
+R-CONC-1..3, R-KIT-4, R-KIT-5, R-KIT-7, R-KIT-8, R-KIT-12; docs/stress.md).
+
+``stress TARGET [--handles N] [--threads T] [--processes P] [--ops K] [--ids M] [--rounds R] [--seed S]
+[--operations a,b] [--no-conflicts] [--option KEY=VALUE] [--kill] [--report DIR] [--json]`` loads the
+``module:callable`` factory (``targets.load_target``; ``--option`` passes keyword arguments, a value read
+as JSON when it is JSON) and runs ``check_concurrency`` on it: ``T`` threads (asyncio tasks for a coroutine
+ledger) over ``N`` handles per round. With ``--processes P``, ``P`` worker processes each open their own
+handles on the shared workspace and run ``T`` clients each (``stress_processes``); with ``--kill``, one
+worker per round is SIGKILLed mid-run and a fresh handle reads everything back (R-CRASH-1..4).
+
+Exit 0 when every round is linearizable, 1 on a violation (its minimal witness printed as a timeline;
+``--report DIR`` also writes ``witness.svg``), 2 when the target cannot be loaded or the verdict is unknown
+(the checker's budget ran out, or the handles could not be opened). ``--json`` prints one object:
+``{"target", "verdict": "ok"|"violation"|"unknown", "calls", "witness": str|null, "seconds"}`` and, beyond
+the pinned keys, ``seed``, ``rounds``, ``requirement``, ``rollout_id``, ``witness_calls``, ``processes``,
+``recording_seconds`` and ``checking_seconds``.
+
+The seed reproduces the operation mix, not the interleaving (the OS chooses that). Not guaranteed: the
+wording of the text output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import inspect
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli.targets import load_target
+from capture_ledger.spec.core.protocol import OPERATIONS
+from capture_ledger.spec.kit.calls import call_budget
+from capture_ledger.spec.kit.stress.check import (
+    DEFAULT_OPS,
+    DEFAULT_ROUNDS,
+    StressReport,
+    check_concurrency,
+    present_operations,
+)
+from capture_ledger.spec.kit.stress.judge import DEFAULT_CHECK_BUDGET
+from capture_ledger.spec.kit.stress.mix import MixSettings
+
+__all__ = ["register", "report_json"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``stress`` to the ``capture-ledger`` parser."""
+    parser = subparsers.add_parser(
+        "stress",
+        help="stress any ledger with concurrent calls and judge the histories for linearizability",
+        description="Exit 0 if every history is linearizable, 1 on a violation (with a minimal witness), "
+        "2 if the target cannot be loaded or the verdict is unknown. The seed reproduces the operation mix, "
+        "not the interleaving.",
+    )
+    parser.add_argument("target", metavar="TARGET", help="module:callable opening a handle on a workspace")
+    parser.add_argument("--handles", type=int, default=3, help="handles per process and round (default 3)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="concurrent clients per process (default 4; 2 with --processes)",
+    )
+    parser.add_argument(
+        "--processes", type=int, default=0, help="worker processes on one workspace (default 0)"
+    )
+    parser.add_argument(
+        "--ops", type=int, default=DEFAULT_OPS, help=f"calls per round (default {DEFAULT_OPS})"
+    )
+    parser.add_argument("--ids", type=int, default=3, help="rollout IDs the calls share (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help=f"rounds at most (default {DEFAULT_ROUNDS})"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="reproduces the operation mix (default: drawn)"
+    )
+    parser.add_argument("--operations", default=None, help="protocol methods to call, comma-separated")
+    parser.add_argument(
+        "--no-conflicts", action="store_true", help="no records of one call with different rows"
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument for the factory",
+    )
+    parser.add_argument(
+        "--kill", action="store_true", help="SIGKILL a worker each round; judge the read-back"
+    )
+    parser.add_argument(
+        "--report", default=None, metavar="DIR", help="write witness.svg (and witness.txt) there"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=_stress)
+
+
+def _options(pairs: list[str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option takes KEY=VALUE, not {pair!r}")
+        try:
+            found[key] = json.loads(value)
+        except ValueError:
+            found[key] = value
+    return found
+
+
+def _factory(target: str, options: dict[str, Any]) -> Any:
+    loaded = load_target(target)
+    if not options:
+        return loaded
+    if inspect.iscoroutinefunction(loaded):
+
+        async def opened(workspace: Path) -> Any:
+            return await loaded(workspace, **options)
+
+        return opened
+    return functools.partial(loaded, **options)
+
+
+def report_json(target: str, report: StressReport, seconds: float, processes: int) -> dict[str, Any]:
+    """The ``--json`` object (the pinned keys first)."""
+    judgement = report.judgement
+    return {
+        "target": target,
+        "verdict": report.verdict,
+        "calls": report.calls,
+        "witness": report.witness,
+        "seconds": round(seconds, 3),
+        "seed": report.seed,
+        "rounds": report.rounds,
+        "requirement": judgement.requirement or None,
+        "rollout_id": judgement.rollout_id,
+        "witness_calls": len(judgement.witness),
+        "processes": processes,
+        "recording_seconds": round(report.recording_seconds, 3),
+        "checking_seconds": round(report.checking_seconds, 3),
+        "setup": report.setup,
+    }
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("handles", "threads", "ops", "ids", "rounds"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be at least 1")
+    if args.processes < 0:
+        raise UsageError("--processes cannot be negative")
+    if args.kill and args.processes < 1:
+        args.processes = 2
+    if args.threads is None:
+        args.threads = 2 if args.processes else 4
+
+
+def _stress(args: argparse.Namespace) -> int:
+    _check(args)
+    logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
+    options = _options(args.option)
+    factory = _factory(args.target, options)
+    requested = (
+        None if args.operations is None else [n.strip() for n in args.operations.split(",") if n.strip()]
+    )
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
+    started = time.perf_counter()
+    base = Path(tempfile.mkdtemp(prefix="capture-ledger-stress-"))
+    try:
+        try:
+            if args.processes:
+                report = _run_processes(args, factory, requested, seed, base)
+            else:
+                report = check_concurrency(
+                    factory,
+                    handles=args.handles,
+                    threads=args.threads,
+                    operations=requested,
+                    seed=seed,
+                    ops=args.ops,
+                    ids=args.ids,
+                    rounds=args.rounds,
+                    conflicts=not args.no_conflicts,
+                    workspace=base,
+                )
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    if args.report and report.verdict == "violation":
+        _write_report(Path(args.report), report)
+    if args.json:
+        print(json.dumps(report_json(args.target, report, seconds, args.processes), indent=2))
+    else:
+        print(f"{args.target}: {report}")
+        print(f"recorded in {report.recording_seconds:.2f} s, judged in {report.checking_seconds:.2f} s")
+    if report.verdict == "ok":
+        return 0
+    return 1 if report.verdict == "violation" else 2
+
+
+def _run_processes(
+    args: argparse.Namespace, factory: Any, requested: list[str] | None, seed: int, base: Path
+) -> StressReport:
+    from capture_ledger.impl.cli.stress_processes import run_processes
+    from capture_ledger.spec.kit.operations import select_operations
+
+    present: tuple[str, ...] = OPERATIONS
+    if requested is None:
+        probe = base / "probe"
+        probe.mkdir()
+        try:
+            present = present_operations(factory, probe)
+        except Exception:  # the workers report the factory's failure
+            present = OPERATIONS
+    chosen = select_operations(requested, present)
+    clients = args.processes * args.threads
+    settings = MixSettings(
+        clients=clients, ops=args.ops, ids=args.ids, operations=chosen, conflicts=not args.no_conflicts
+    )
+    return run_processes(
+        args.target,
+        args.option,
+        settings,
+        processes=args.processes,
+        threads=args.threads,
+        handles=args.handles,
+        seed=seed,
+        rounds=args.rounds,
+        budget=call_budget(),
+        check_budget=DEFAULT_CHECK_BUDGET,
+        base=base,
+        kill=args.kill,
+    )
+
+
+def _write_report(directory: Path, report: StressReport) -> None:
+    from capture_ledger.impl.cli.stress_picture import witness_svg
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "witness.txt").write_text((report.witness or "") + "\n", encoding="utf-8")
+    (directory / "witness.svg").write_text(witness_svg(report.judgement), encoding="utf-8")
+    print(f"wrote {directory / 'witness.svg'}", file=sys.stderr)

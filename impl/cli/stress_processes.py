@@ -1,0 +1,240 @@
+"""``capture-ledger stress --processes`` and ``--kill``: several processes on one workspace (SPEC.md
+R-CONC-1..3, R-KIT-4, R-KIT-12, R-CRASH-1..4).
+
+``run_processes`` starts ``processes`` workers (``stress_workers``), each loading the target and opening its
+own handles on each round's shared workspace; they run their threads' columns of the round's mix and
+journal every call on CLOCK_MONOTONIC, and the journals, merged, are judged as one history
+(``judge.judge_calls``).
+
+With ``kill``, each round one worker (in turn) SIGKILLs itself a seeded few hundred microseconds after a
+seeded call began; the others finish their calls; then a fresh handle (in a fresh worker) reads every
+rollout ID back, and the history, the killed call unreturned, followed by the read-back, is judged. A
+process kill keeps the kernel's page cache, so this judges the ledger's own ordering and recovery on the
+real file system (torn last lines, an interrupted retire) against R-CRASH-1..4 as the store's own kill test
+does, not a power loss (``capture-ledger crash --target`` explores those).
+
+Not guaranteed: which instruction a kill lands on (a timer, not a hook; the seed picks the call and the
+delay); that an interrupted ``delete`` from a fenced state is judged on its own path (the checker takes a
+delete as one point, stricter than R-CRASH-4 there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import IO, Any
+
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli.stress_workers import call_from_json, read_journal
+from capture_ledger.spec.kit.stress.check import StressReport
+from capture_ledger.spec.kit.stress.judge import Judgement, judge_calls
+from capture_ledger.spec.kit.stress.mix import MixSettings, rollout_ids
+from capture_ledger.spec.kit.stress.running import Call
+
+__all__ = ["run_processes"]
+
+
+class _Worker:
+    """One worker process and its pipes."""
+
+    def __init__(self, target: str, pairs: Sequence[str]) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "capture_ledger.impl.cli.stress_workers", target, *pairs],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if self._line() != "ready":
+            error = self.process.stderr.read() if self.process.stderr else ""
+            self.process.wait()
+            raise UsageError(
+                f"a worker could not load {target!r}: {error.strip().splitlines()[-1:] or 'no output'}"
+            )
+
+    @property
+    def stdin(self) -> IO[str]:
+        assert self.process.stdin is not None
+        return self.process.stdin
+
+    def _line(self) -> str | None:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        return line.rstrip("\n") if line else None
+
+    def send(self, command: dict[str, Any]) -> None:
+        try:
+            self.stdin.write(json.dumps(command) + "\n")
+            self.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def answers(self) -> list[str] | None:
+        """The lines before ``done``; ``None`` when the worker died first."""
+        lines: list[str] = []
+        while True:
+            line = self._line()
+            if line is None:
+                return None
+            if line == "done":
+                return lines
+            lines.append(line)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def run_processes(
+    target: str,
+    pairs: Sequence[str],
+    settings: MixSettings,
+    *,
+    processes: int,
+    threads: int,
+    handles: int,
+    seed: int,
+    rounds: int,
+    budget: float,
+    check_budget: int | None,
+    base: Path,
+    kill: bool = False,
+) -> StressReport:
+    """Run ``rounds`` rounds on ``processes`` workers; stop at the first round not ``ok``.
+
+    Args:
+        target: the ``module:callable`` each worker loads.
+        pairs: ``KEY=VALUE`` keyword arguments for the factory.
+        settings: the mix (``clients`` is ``processes * threads``).
+        processes: worker processes.
+        threads: clients per worker.
+        handles: handles each worker opens per round.
+        seed: the mixes' seed (and the kills').
+        rounds: rounds at most.
+        budget: seconds per call (R-KIT-8).
+        check_budget: the checker's search steps per round.
+        base: a directory for the rounds' workspaces and journals.
+        kill: SIGKILL one worker per round and judge the read-back (see the module docstring).
+
+    Returns:
+        The ``StressReport``.
+
+    Raises:
+        UsageError: a worker could not load the target.
+    """
+    workers = [_Worker(target, pairs) for _ in range(processes)]
+    calls_made = 0
+    recording = checking = 0.0
+    judgement = Judgement("ok")
+    history: tuple[Call, ...] = ()
+    rng = random.Random(f"capture-ledger-stress-kill:{seed}")
+    try:
+        for number in range(rounds):
+            workspace = base / f"round-{number}"
+            workspace.mkdir(parents=True, exist_ok=True)
+            journals = [base / f"journal-{number}-{p}.jsonl" for p in range(processes)]
+            victim = number % processes if kill else -1
+            started = time.perf_counter()
+            for p, worker in enumerate(workers):
+                command: dict[str, Any] = {
+                    "kind": "round",
+                    "workspace": str(workspace),
+                    "journal": str(journals[p]),
+                    "seed": seed,
+                    "round": number,
+                    "settings": asdict(settings),
+                    "process": p,
+                    "threads": threads,
+                    "handles": handles,
+                    "budget": budget,
+                }
+                if p == victim:
+                    per_worker = max(2, settings.ops // processes)
+                    command["kill_after"] = rng.randint(1, per_worker)
+                    command["kill_delay_us"] = rng.randint(0, 3000)
+                worker.send(command)
+            for p, worker in enumerate(workers):
+                if worker.answers() is None:  # killed (or died): a fresh one for the next round
+                    worker.close()
+                    workers[p] = _Worker(target, pairs)
+            calls = [call for journal in journals for call in read_journal(journal)]
+            if kill:
+                reader = workers[0]
+                reader.send(
+                    {
+                        "kind": "read",
+                        "workspace": str(workspace),
+                        "ids": list(rollout_ids(settings.ids)),
+                        "operations": list(settings.operations),
+                        "budget": budget,
+                    }
+                )
+                lines = reader.answers() or []
+                last = max((c.event.returned or c.ended or c.event.invoked for c in calls), default=0.0)
+                for line in lines:
+                    call = call_from_json(line)
+                    event = call.event
+                    if event.invoked <= last:  # cannot happen on one monotonic clock; keep the order anyway
+                        continue
+                    calls.append(
+                        Call(
+                            type(event)(
+                                processes * threads, event.op, event.invoked, event.returned, event.result
+                            ),
+                            call.raised,
+                            call.ended,
+                            call.hung,
+                        )
+                    )
+            recording += time.perf_counter() - started
+            calls.sort(key=lambda c: (c.event.invoked, c.event.client))
+            history = tuple(calls)
+            calls_made += len(calls)
+            started = time.perf_counter()
+            judged = judge_calls(calls, budget=check_budget)
+            checking += time.perf_counter() - started
+            if kill and judged.verdict == "violation" and judged.requirement == "R-CONC-1":
+                judged = _as_crash(judged, processes * threads)
+            if judged.verdict == "violation":
+                return StressReport(
+                    "violation", calls_made, number + 1, seed, judged, history, recording, checking
+                )
+            if judged.verdict == "unknown" or judgement.verdict == "ok":
+                judgement = judged  # an undecided round does not end the run
+            shutil.rmtree(workspace, ignore_errors=True)
+        return StressReport(
+            judgement.verdict, calls_made, rounds, seed, judgement, history, recording, checking
+        )
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def _as_crash(judgement: Judgement, reader: int) -> Judgement:
+    """A violation whose witness includes the read-back after the kill names R-CRASH-1..4."""
+    if not any(c.event.client == reader for c in judgement.witness):
+        return judgement
+    text = judgement.text.replace(
+        "R-CONC-1 violated", f"R-CRASH-1..4 violated after a SIGKILL (read back by c{reader})", 1
+    )
+    return Judgement(
+        judgement.verdict,
+        "R-CRASH-1..4",
+        judgement.rollout_id,
+        judgement.explanation,
+        judgement.witness,
+        text,
+    )

@@ -1,0 +1,112 @@
+"""Judging a stress round's calls (SPEC.md R-CONC-1, R-KIT-7, R-KIT-8, R-KIT-9, R-KIT-12).
+
+``judge_calls`` turns the calls of one round (``running.Call``) into a ``Judgement``, in this order:
+
+1. a call that did not return within the budget is a violation of R-KIT-8 (the ledger hangs under
+   contention: a deadlock, or a lock never let go); the witness is that call and the calls that overlap it;
+2. a call that raised an exception no operation may raise (``sqlite3.OperationalError: database is
+   locked``, say), or returned a value that fits no operation, is a violation of R-CONC-1 and R-KIT-7: the
+   spec allows no such outcome in any interleaving; the witness is that call and the calls that overlap it
+   (the contention that provoked it);
+3. otherwise the history goes to the linearizability checker (``check_history``): ``Ok``, ``Unknown`` when
+   its budget of search steps runs out, or a ``Violation`` whose witness is the checker's minimal one (the
+   culprit and a linearizable set of calls that makes its result impossible; no single call of it can go),
+   grown by ``shrink.explaining_witness`` into the fewest calls that show why the culprit's result is
+   impossible *at the time it happened* (the write behind a read's rows, the retire before it).
+
+Not guaranteed: a globally minimal witness; which of several violations of a round is reported (the first
+found, in the order above).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history
+from capture_ledger.spec.kit.stress.running import Call
+from capture_ledger.spec.kit.stress.shrink import explaining_witness
+from capture_ledger.spec.kit.stress.witness import op_text, timeline
+
+__all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
+
+#: Search steps the linearizability checker may spend on one round.
+DEFAULT_CHECK_BUDGET = 2_000_000
+
+Verdict = Literal["ok", "violation", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict on one round.
+
+    Attributes:
+        verdict: ``ok``, ``violation`` or ``unknown``.
+        requirement: the requirement a violation breaks (``R-CONC-1``, ``R-KIT-8``), else ``""``.
+        rollout_id: the rollout ID of a linearizability violation, when it has one.
+        explanation: why (the checker's explanation, or the unexpected outcome).
+        witness: the witness's calls, in order of invocation (empty unless a violation).
+        text: the witness as a text timeline (``witness.timeline``), else ``""``.
+        spent: search steps spent when ``unknown``.
+    """
+
+    verdict: Verdict
+    requirement: str = ""
+    rollout_id: str | None = None
+    explanation: str = ""
+    witness: tuple[Call, ...] = ()
+    text: str = ""
+    spent: int = 0
+
+
+def _end(call: Call) -> float:
+    if call.event.returned is not None:
+        return call.event.returned
+    return call.ended if call.ended is not None else float("inf")
+
+
+def overlapping(calls: Sequence[Call], focus: Call) -> tuple[Call, ...]:
+    """``focus`` and the calls that ran at some instant while it ran, in order of invocation."""
+    start, end = focus.event.invoked, _end(focus)
+    chosen = [c for c in calls if c is focus or (c.event.invoked <= end and _end(c) >= start)]
+    return tuple(sorted(chosen, key=lambda c: (c.event.invoked, c.event.client)))
+
+
+def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Judgement:
+    heading = f"{requirement} violated" + (f" on rollout {rid!r}" if rid else "") + f": {explanation}"
+    return Judgement("violation", requirement, rid, explanation, witness, timeline(witness, heading))
+
+
+def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUDGET) -> Judgement:
+    """Judge one round's calls (see the module docstring).
+
+    Args:
+        calls: the round's calls, from one or several processes sharing one clock.
+        budget: search steps for the linearizability checker (``None``: no bound).
+
+    Returns:
+        The ``Judgement``; never raises for what the ledger did.
+    """
+    hung = [c for c in calls if c.hung]
+    if hung:
+        focus = hung[0]
+        why = f"{op_text(focus.event.op)} did not return within the per-call budget, under contention"
+        return _violation("R-KIT-8", why, overlapping(calls, focus), None)
+    raised = [c for c in calls if c.raised]
+    if raised:
+        focus = raised[0]
+        why = f"{op_text(focus.event.op)} raised {focus.raised}, which no operation may (R-KIT-7)"
+        return _violation("R-CONC-1", why, overlapping(calls, focus), None)
+    events = [c.event for c in calls]
+    verdict = check_history(events, budget=budget)
+    if isinstance(verdict, Ok):
+        return Judgement("ok")
+    if isinstance(verdict, Unknown):
+        return Judgement("unknown", spent=verdict.spent)
+    assert isinstance(verdict, Violation)
+    chosen = {id(e) for e in verdict.witness}
+    witness = tuple(c for c in calls if id(c.event) in chosen)
+    if verdict.rollout_id is not None:
+        witness = explaining_witness(calls, verdict.rollout_id, witness)
+    return _violation("R-CONC-1", verdict.explanation, witness, verdict.rollout_id)

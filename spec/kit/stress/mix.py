@@ -1,0 +1,261 @@
+"""Operation mixes for stress runs: scenes of colliding calls on few rollout IDs (SPEC.md R-CONC-1..3,
+R-KIT-12).
+
+A round of a stress run is a list of *scenes*. In a scene every client (a thread, or an asyncio task) gets
+one or two operations, all on one *hot* rollout ID (and, for batches, one or two more), and the clients
+start the scene together (a barrier), so that the calls of a scene overlap. The scenes are drawn, with
+these weights, from the races that matter:
+
+- ``late_write`` (3): one client retires the hot ID while the others record rows or failures on it
+  (R-CONC-2: no write re-creates a retired ledger);
+- ``reuse`` (2): one client deletes the hot ID and then records on it again, while the others write, admit
+  or retire it (R-CONC-3: a write after a delete is not removed by an older retire);
+- ``read_during_retire`` (2): one client retires while the others read it (``manifest``, ``has_rows``) or
+  ask for admission (R-STATE-2: the fenced state reads as Live and refuses admission);
+- ``shared_batches`` (2): two clients retire or delete batches that share IDs (one with a duplicate ID)
+  while the others write to those IDs (R-CONC-1: per-ID linearizable, not atomic across IDs);
+- ``duplicates`` (2): every client records the same row, or the same failure, on the hot ID, or, when
+  ``conflicts`` is on, rows of one model call that differ (R-WRITE-3, R-WRITE-7: one row, or one winner);
+- ``retire_vs_reuse`` (2): three scenes in a row: every client writes the hot ID; then one client retires a
+  batch that starts with it (so its fence comes first and its unlink last) while another deletes it,
+  writes it again and reads it; then every client reads it (R-CONC-3: a retire whose fence came before the
+  delete must not remove the new write);
+- ``scatter`` (1): each client any operation on any ID.
+
+Operations the ledger lacks (``operations``) are replaced by a write or a read of the same ID, so a
+partial ledger (NeMo Gym 0.7.0's, with no ``retire``, ``delete`` or ``admit``) is stressed on what it has.
+Rows are ``{"model_call_id": "m<k>", "n": <k>}``, model call IDs of records and failures never shared, so
+that only ``conflicts`` makes rows of one call differ.
+
+What the seed reproduces: the mix (``draw_round(settings, seed, round)`` is a pure function of its
+arguments); never the interleaving, which the OS and the event loop pick.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from capture_ledger.spec.core.model import (
+    Admit,
+    Delete,
+    HasRows,
+    Operation,
+    ReadManifest,
+    Record,
+    RecordFailure,
+    Retire,
+)
+from capture_ledger.spec.core.protocol import OPERATIONS
+
+__all__ = ["SCENE_WEIGHTS", "MixSettings", "Scene", "draw_round", "rollout_ids"]
+
+#: One scene: the operations of each client, in order.
+Scene = tuple[tuple[Operation, ...], ...]
+
+#: The scene kinds and their weights (see the module docstring).
+SCENE_WEIGHTS: dict[str, int] = {
+    "late_write": 3,
+    "reuse": 2,
+    "read_during_retire": 2,
+    "shared_batches": 2,
+    "duplicates": 2,
+    "retire_vs_reuse": 2,
+    "scatter": 1,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MixSettings:
+    """What a round's mix looks like.
+
+    Attributes:
+        clients: the clients of the round (threads or tasks, over every process).
+        ops: at least this many calls per round (whole scenes are drawn).
+        ids: how many rollout IDs the calls share (few, so that they collide).
+        operations: the protocol methods to call (the ledger's).
+        conflicts: also draw rows of one model call that differ (a ``ConflictingRecordError`` each).
+    """
+
+    clients: int = 4
+    ops: int = 120
+    ids: int = 3
+    operations: tuple[str, ...] = OPERATIONS
+    conflicts: bool = True
+
+    def __post_init__(self) -> None:
+        if self.clients < 1 or self.ops < 1 or self.ids < 1:
+            raise ValueError("clients, ops and ids must be at least 1")
+        unknown = set(self.operations) - set(OPERATIONS)
+        if unknown or not self.operations:
+            raise ValueError(f"operations must be among {', '.join(OPERATIONS)}, not {sorted(unknown)}")
+
+
+#: The protocol method of each operation type.
+_METHOD: dict[type, str] = {
+    Record: "record",
+    RecordFailure: "record_failure",
+    Admit: "admit",
+    ReadManifest: "manifest",
+    HasRows: "has_rows",
+    Retire: "retire",
+    Delete: "delete",
+}
+
+
+def rollout_ids(count: int) -> tuple[str, ...]:
+    """The rollout IDs of a run: ``r0``, ``r1``, ..."""
+    return tuple(f"r{i}" for i in range(count))
+
+
+class _Drawer:
+    """Draws one round's scenes; remembers rows so that duplicates repeat them exactly."""
+
+    def __init__(self, settings: MixSettings, rng: random.Random) -> None:
+        self.settings = settings
+        self.rng = rng
+        self.ids = rollout_ids(settings.ids)
+        self.has = set(settings.operations)
+        self.calls = 0
+
+    def _fresh(self, prefix: str) -> str:
+        self.calls += 1
+        return f"{prefix}{self.calls}"
+
+    def record(self, rid: str) -> Operation:
+        call = self._fresh("m")
+        return Record(rid, {"model_call_id": call, "n": self.calls})
+
+    def failure(self, rid: str) -> Operation:
+        return RecordFailure(rid, self._fresh("f"), "timeout")
+
+    def write(self, rid: str) -> Operation:
+        return self.record(rid) if self.rng.random() < 0.7 else self.failure(rid)
+
+    def read(self, rid: str) -> Operation:
+        return ReadManifest(rid) if self.rng.random() < 0.6 else HasRows(rid)
+
+    def batch(self, hot: str) -> list[str]:
+        others = [i for i in self.ids if i != hot]
+        chosen = [hot, *self.rng.sample(others, self.rng.randint(0, min(2, len(others))))]
+        self.rng.shuffle(chosen)
+        if self.rng.random() < 0.2:
+            chosen.append(self.rng.choice(chosen))  # a duplicate ID in the batch (R-BATCH-3)
+        return chosen
+
+    def build(self, kind: str, rid: str) -> Operation:
+        """An operation of method ``kind`` on ``rid`` (a batch around it for a removal)."""
+        if kind == "record":
+            return self.record(rid)
+        if kind == "record_failure":
+            return self.failure(rid)
+        if kind == "admit":
+            return Admit(rid, self._fresh("a"))
+        if kind == "manifest":
+            return ReadManifest(rid)
+        if kind == "has_rows":
+            return HasRows(rid)
+        if kind == "retire":
+            return Retire(self.batch(rid))
+        return Delete(self.batch(rid))
+
+    def any_op(self, rid: str) -> Operation:
+        return self.build(self.rng.choice(self.settings.operations), rid)
+
+    def available(self, op: Operation, rid: str) -> Operation:
+        """``op``, or a write or read of ``rid`` when the ledger lacks ``op``'s method."""
+        if _METHOD[type(op)] in self.has:
+            return op
+        plain = [name for name in ("record", "record_failure", "manifest", "has_rows") if name in self.has]
+        return self.build(self.rng.choice(plain or list(self.settings.operations)), rid)
+
+    def scene(self, kind: str) -> list[list[Operation]]:
+        n, rng = self.settings.clients, self.rng
+        hot = rng.choice(self.ids)
+        lead = rng.randrange(n)
+        columns: list[list[Operation]] = [[] for _ in range(n)]
+        for client in range(n):
+            column = columns[client]
+            if kind == "late_write":
+                column += (
+                    [Retire([hot])] if client == lead else [self.write(hot) for _ in range(rng.randint(1, 2))]
+                )
+            elif kind == "reuse":
+                if client == lead:
+                    column += [Delete([hot]), self.write(hot)]
+                else:
+                    column.append(rng.choice([self.write(hot), Admit(hot, self._fresh("a")), Retire([hot])]))
+                    column.append(self.read(hot))
+            elif kind == "read_during_retire":
+                if client == lead:
+                    column.append(Retire(self.batch(hot)))
+                else:
+                    column += [rng.choice([self.read(hot), Admit(hot, self._fresh("a"))]), self.read(hot)]
+            elif kind == "shared_batches":
+                if client in (lead, (lead + 1) % n):
+                    removal = Retire if rng.random() < 0.6 else Delete
+                    column.append(removal(self.batch(hot)))
+                else:
+                    column += [self.write(hot), self.write(rng.choice(self.ids))]
+            elif kind == "duplicates":
+                column.append(self._duplicate(hot, client))
+            else:
+                column.append(self.any_op(rng.choice(self.ids)))
+        return [[self.available(op, hot) for op in column] for column in columns]
+
+    def retire_vs_reuse(self) -> list[list[list[Operation]]]:
+        """The three scenes of ``retire_vs_reuse`` (see the module docstring)."""
+        n, rng = self.settings.clients, self.rng
+        hot = rng.choice(self.ids)
+        retirer = rng.randrange(n)
+        reuser = (retirer + 1) % n
+        batch = [hot, *[i for i in self.ids if i != hot]]
+        first = [[self.write(hot)] for _ in range(n)]
+        second: list[list[Operation]] = []
+        for client in range(n):
+            if client == retirer:
+                second.append([Retire(batch)])
+            elif client == reuser and n > 1:
+                second.append([Delete([hot]), self.record(hot), ReadManifest(hot)])
+            else:
+                second.append([self.write(hot)])
+        third = [[self.read(hot)] for _ in range(n)]
+        return [
+            [[self.available(op, hot) for op in column] for column in scene]
+            for scene in (first, second, third)
+        ]
+
+    def _duplicate(self, hot: str, client: int) -> Operation:
+        # The same call for every client: the drawer's counter is not advanced per client.
+        base = self.calls + 1
+        if "record_failure" in self.has and (self.rng.random() < 0.5 or "record" not in self.has):
+            return RecordFailure(hot, f"f{base}", "timeout")
+        n = base + (client % 2 if self.settings.conflicts and self.rng.random() < 0.5 else 0)
+        return Record(hot, {"model_call_id": f"m{base}", "n": n})
+
+
+def draw_round(settings: MixSettings, seed: int, round_number: int) -> list[Scene]:
+    """The scenes of one round: a pure function of the settings, the seed and the round.
+
+    Args:
+        settings: the clients, calls per round, IDs, operations and conflicts.
+        seed: the run's seed.
+        round_number: the round (each round draws its own scenes).
+
+    Returns:
+        The scenes, each one tuple of operations per client, at least ``settings.ops`` calls in all.
+    """
+    rng = random.Random(f"capture-ledger-stress:{seed}:{round_number}")
+    drawer = _Drawer(settings, rng)
+    kinds, weights = list(SCENE_WEIGHTS), list(SCENE_WEIGHTS.values())
+    scenes: list[Scene] = []
+    total = 0
+    while total < settings.ops:
+        kind = rng.choices(kinds, weights)[0]
+        drawn = drawer.retire_vs_reuse() if kind == "retire_vs_reuse" else [drawer.scene(kind)]
+        if kind == "duplicates":
+            drawer.calls += 1
+        for columns in drawn:
+            scenes.append(tuple(tuple(column) for column in columns))
+            total += sum(len(column) for column in columns)
+    return scenes
