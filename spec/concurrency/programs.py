@@ -76,6 +76,16 @@ def _lock(s: Stepper, rid: str, then: str) -> str | None:
     return f"lock stripe of {rid}"
 
 
+def _create_fence(s: Stepper, rid: str, then: str) -> str:
+    """Create ``rid``'s fence unless it exists (R-STORE-4), then go to ``then``."""
+    if s.fence(rid):
+        s.go(then)
+        return f"look up fence of {rid}: present"
+    s.set_fence(rid, True)
+    s.go(then)
+    return f"create fence of {rid}"
+
+
 def _manifest(rows: tuple[Row, ...]) -> model.Result:
     return model.Ok(model.ManifestValue(tuple(canonical_json({"model_call_id": r.call}) for r in rows)))
 
@@ -216,12 +226,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         s.go("p1.unlock", had=had, flag=s.unlink_ledger(rid) or local.flag)
         return f"unlink ledger of {rid}" if present else f"look up ledger of {rid}: absent"
     if pc == "p1.fence":
-        if s.fence(rid):
-            s.go("p1.unlock")
-            return f"look up fence of {rid}: present"
-        s.set_fence(rid, True)
-        s.go("p1.unlock")
-        return f"create fence of {rid}"
+        return _create_fence(s, rid, "p1.unlock")
     if pc == "p1.unlock":
         s.unlock(rid)
         if local.index + 1 < len(first):
@@ -242,12 +247,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         return _lock(s, rid, "p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
     if pc == "p2.check":
         if not fence_first:
-            if s.fence(rid):
-                s.go("p2.unlock")
-                return f"look up fence of {rid}: present"
-            s.set_fence(rid, True)
-            s.go("p2.unlock")
-            return f"create fence of {rid}"
+            return _create_fence(s, rid, "p2.unlock")
         if not s.fence(rid):  # deleted (and maybe re-used) since phase 1: leave it alone (R-CONC-3)
             s.go("p2.unlock")
             return f"look up fence of {rid}: absent, skip"
