@@ -41,7 +41,7 @@ import json
 import logging
 import os
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -254,9 +254,7 @@ class DirectoryLedger:
     # ------------------------------------------------------------------ removal
     def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
         """Fence every ID durably, then unlink its log (R-RETIRE-1..4)."""
-        batch = validate_rollout_ids(rollout_ids)
-        removed = [rid for rid in batch if self._retire_one(rid)]
-        return {"removed": removed, "absent": [rid for rid in batch if rid not in removed]}
+        return _each(rollout_ids, self._retire_one)
 
     def _retire_one(self, rollout_id: str) -> bool:
         with self._locked(rollout_id) as directory:
@@ -270,9 +268,7 @@ class DirectoryLedger:
 
     def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
         """Unlink every ID's log and fence (R-DELETE-1..3)."""
-        batch = validate_rollout_ids(rollout_ids)
-        removed = [rid for rid in batch if self._delete_one(rid)]
-        return {"removed": removed, "absent": [rid for rid in batch if rid not in removed]}
+        return _each(rollout_ids, self._delete_one)
 
     def _delete_one(self, rollout_id: str) -> bool:
         with self._locked(rollout_id) as directory:
@@ -288,6 +284,14 @@ class DirectoryLedger:
 
     def _sync_delete(self, directory: Path) -> None:
         sync_directory(directory)
+
+
+def _each(rollout_ids: Sequence[str], remove_one: Callable[[str], bool]) -> RolloutRemoval:
+    """Validate the whole batch first (R-BATCH-1..2), then remove one ID at a time: those whose
+    ``remove_one`` says they had rows are ``removed``, the others ``absent``, in the batch's order."""
+    batch = validate_rollout_ids(rollout_ids)
+    removed = [rid for rid in batch if remove_one(rid)]
+    return {"removed": removed, "absent": [rid for rid in batch if rid not in removed]}
 
 
 # ------------------------------------------------------------------------------------- file helpers
