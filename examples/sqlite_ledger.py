@@ -40,7 +40,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -247,12 +247,7 @@ class SqliteLedger:
     # ------------------------------------------------------------------ removal
     def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
         """Fence every ID and remove its rows, in one transaction (R-RETIRE-1..4)."""
-        batch = validate_rollout_ids(rollout_ids)
-        if not batch:
-            return {"removed": [], "absent": []}
-        with self._transaction(write=True) as db:
-            had = [rid for rid in batch if self._retire_one(db, rid)]
-        return {"removed": had, "absent": [rid for rid in batch if rid not in had]}
+        return self._each(rollout_ids, self._retire_one)
 
     def _retire_one(self, db: sqlite3.Connection, rollout_id: str) -> bool:
         had = self._live(db, rollout_id)
@@ -262,18 +257,26 @@ class SqliteLedger:
 
     def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
         """Remove every ID's rows and fence, in one transaction (R-DELETE-1..3)."""
-        batch = validate_rollout_ids(rollout_ids)
-        if not batch:
-            return {"removed": [], "absent": []}
-        with self._transaction(write=True) as db:
-            had = [rid for rid in batch if self._delete_one(db, rid)]
-        return {"removed": had, "absent": [rid for rid in batch if rid not in had]}
+        return self._each(rollout_ids, self._delete_one)
 
     def _delete_one(self, db: sqlite3.Connection, rollout_id: str) -> bool:
         had = self._live(db, rollout_id)
         db.execute("DELETE FROM fences WHERE rollout_id = ?", (rollout_id,))
         db.execute("DELETE FROM rows WHERE rollout_id = ?", (rollout_id,))
         return had
+
+    def _each(
+        self, rollout_ids: Sequence[str], remove_one: Callable[[sqlite3.Connection, str], bool]
+    ) -> RolloutRemoval:
+        """Validate the whole batch first (R-BATCH-1..2), then remove every ID in one write transaction
+        (none for an empty batch): those whose ``remove_one`` says they had rows are ``removed``, the others
+        ``absent``, in the batch's order."""
+        batch = validate_rollout_ids(rollout_ids)
+        if not batch:
+            return {"removed": [], "absent": []}
+        with self._transaction(write=True) as db:
+            had = [rid for rid in batch if remove_one(db, rid)]
+        return {"removed": had, "absent": [rid for rid in batch if rid not in had]}
 
     def close(self) -> None:
         """Close the connection."""
