@@ -3,10 +3,12 @@ R-KIT-12; docs/stress.md).
 
 The three example ledgers and our ``FileLineageStore`` pass; seeded concurrency bugs of the catalogue are
 caught, each with a witness that the checker itself confirms is not linearizable; a coroutine ledger runs as
-tasks; ``--processes`` merges the histories of worker processes; ``--kill`` SIGKILLs a worker and judges the
-read-back; the JSON is the pinned shape and the exit codes are 0, 1 and 2. Deterministic seeds (they fix the
-operation mix; the interleaving is the OS's, so a bug is asserted killed only where it is killed in the
-first round or two of seed 0 on every run measured).
+tasks; ``--processes`` merges the histories of worker processes (and catches a bug only another process
+shows); ``--kill`` SIGKILLs a worker and judges the read-back (and catches a ledger that a kill leaves
+without its rows, ``tests.stress_targets``); ``--report`` writes the SVG; the JSON is the pinned shape and
+the exit codes are 0, 1 and 2. Deterministic seeds (they fix the operation mix; the interleaving is the
+OS's, so a bug is asserted killed only where it is killed in the first round or two of seed 0 on every run
+measured).
 """
 
 from __future__ import annotations
@@ -120,6 +122,24 @@ def test_processes_share_one_workspace() -> None:
 
 
 def test_kill_mode_judges_the_read_back() -> None:
-    code, data = _stress("examples.directory_ledger:open_ledger", "--seed", "0", "--kill", "--rounds", "3")
+    """R-CRASH-1..4 under SIGKILL: the example passes, every round's kill lands (a call left unreturned), and
+    a ledger that truncates its log before rewriting it (``tests.stress_targets``) is caught."""
+    code, data = _stress("examples.directory_ledger:open_ledger", "--seed", "0", "--kill", "--rounds", "4")
     assert code == 0 and data["verdict"] == "ok", data
-    assert isinstance(data["calls"], int) and data["calls"] > 100
+    assert isinstance(data["interrupted"], int) and data["interrupted"] >= 1
+    writes = "record,record_failure,manifest,has_rows"  # no removals: rows pile up, a lost one shows
+    found = [
+        _stress(
+            "tests.stress_targets:open_slow_rewrite", "--seed", str(seed), "--kill", "--operations", writes
+        )
+        for seed in (0, 1)
+    ]
+    assert all(code == 1 and data["verdict"] == "violation" for code, data in found), found
+
+
+def test_report_writes_the_witness_svg(tmp_path: Path) -> None:
+    code, _ = _stress(bug("async_retire_fences_last").target, "--seed", "0", "--report", str(tmp_path))
+    assert code == 1
+    svg = (tmp_path / "witness.svg").read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and "R-CONC-1" in svg and svg.count("<rect") >= 3
+    assert (tmp_path / "witness.txt").read_text(encoding="utf-8").startswith("R-CONC-1 violated")

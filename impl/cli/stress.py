@@ -14,7 +14,7 @@ Exit 0 when every round is linearizable, 1 on a violation (its minimal witness p
 (the checker's budget ran out, or the handles could not be opened). ``--json`` prints one object:
 ``{"target", "verdict": "ok"|"violation"|"unknown", "calls", "witness": str|null, "seconds"}`` and, beyond
 the pinned keys, ``seed``, ``rounds``, ``requirement``, ``rollout_id``, ``witness_calls``, ``processes``,
-``recording_seconds`` and ``checking_seconds``.
+``recording_seconds``, ``checking_seconds`` and ``interrupted`` (calls a ``--kill`` cut short).
 
 The seed reproduces the operation mix, not the interleaving (the OS chooses that). Not guaranteed: the
 wording of the text output.
@@ -147,6 +147,7 @@ def report_json(target: str, report: StressReport, seconds: float, processes: in
         "recording_seconds": round(report.recording_seconds, 3),
         "checking_seconds": round(report.checking_seconds, 3),
         "setup": report.setup,
+        "interrupted": report.interrupted,
     }
 
 

@@ -45,20 +45,22 @@ __all__ = ["run_processes"]
 class _Worker:
     """One worker process and its pipes."""
 
-    def __init__(self, target: str, pairs: Sequence[str]) -> None:
+    count = 0
+
+    def __init__(self, target: str, pairs: Sequence[str], base: Path) -> None:
+        _Worker.count += 1
+        self.errors = base / f"worker-{_Worker.count}.err"
+        self._errors = self.errors.open("w", encoding="utf-8")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "capture_ledger.impl.cli.stress_workers", target, *pairs],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self._errors,
             text=True,
         )
         if self._line() != "ready":
-            error = self.process.stderr.read() if self.process.stderr else ""
-            self.process.wait()
-            raise UsageError(
-                f"a worker could not load {target!r}: {error.strip().splitlines()[-1:] or 'no output'}"
-            )
+            why = self.close()
+            raise UsageError(f"a worker could not load {target!r}: {why}")
 
     @property
     def stdin(self) -> IO[str]:
@@ -70,12 +72,24 @@ class _Worker:
         line = self.process.stdout.readline()
         return line.rstrip("\n") if line else None
 
+    def send_line(self, text: str) -> None:
+        """Write one line to the worker (ignored if it died)."""
+        try:
+            self.stdin.write(text + "\n")
+            self.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
     def send(self, command: dict[str, Any]) -> None:
         try:
             self.stdin.write(json.dumps(command) + "\n")
             self.stdin.flush()
         except (BrokenPipeError, OSError):
             pass
+
+    def next_line(self) -> str | None:
+        """The worker's next line (``None``: it died)."""
+        return self._line()
 
     def answers(self) -> list[str] | None:
         """The lines before ``done``; ``None`` when the worker died first."""
@@ -88,7 +102,8 @@ class _Worker:
                 return lines
             lines.append(line)
 
-    def close(self) -> None:
+    def close(self) -> str:
+        """End the worker; how it ended and the last line it wrote on standard error."""
         with contextlib.suppress(OSError):
             self.stdin.close()
         try:
@@ -96,6 +111,9 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self._errors.close()
+        lines = self.errors.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        return f"exit {self.process.returncode}" + (f", {lines[-1]}" if lines else "")
 
 
 def run_processes(
@@ -135,11 +153,12 @@ def run_processes(
     Raises:
         UsageError: a worker could not load the target.
     """
-    workers = [_Worker(target, pairs) for _ in range(processes)]
+    workers = [_Worker(target, pairs, base) for _ in range(processes)]
     calls_made = 0
     recording = checking = 0.0
     judgement = Judgement("ok")
     history: tuple[Call, ...] = ()
+    interrupted = 0
     rng = random.Random(f"capture-ledger-stress-kill:{seed}")
     try:
         for number in range(rounds):
@@ -163,13 +182,21 @@ def run_processes(
                 }
                 if p == victim:
                     per_worker = max(2, settings.ops // processes)
-                    command["kill_after"] = rng.randint(1, per_worker)
+                    command["kill_after"] = rng.randint(1, per_worker // 2)  # mid-run, not at its end
                     command["kill_delay_us"] = rng.randint(0, 3000)
                 worker.send(command)
+            died = _meet(workers)
             for p, worker in enumerate(workers):
-                if worker.answers() is None:  # killed (or died): a fresh one for the next round
-                    worker.close()
-                    workers[p] = _Worker(target, pairs)
+                if worker not in died:
+                    continue
+                why = worker.close()
+                if p != victim:  # only the victim may die
+                    problem = f"worker process {p} died during round {number}: {why}"
+                    judgement = Judgement("unknown", explanation=problem)
+                    return StressReport(
+                        "unknown", calls_made, number + 1, seed, judgement, (), recording, checking, problem
+                    )
+                workers[p] = _Worker(target, pairs, base)  # a fresh one for the next round
             calls = [call for journal in journals for call in read_journal(journal)]
             if kill:
                 reader = workers[0]
@@ -203,6 +230,7 @@ def run_processes(
             calls.sort(key=lambda c: (c.event.invoked, c.event.client))
             history = tuple(calls)
             calls_made += len(calls)
+            interrupted += sum(1 for c in calls if c.event.returned is None and not c.raised and not c.hung)
             started = time.perf_counter()
             judged = judge_calls(calls, budget=check_budget)
             checking += time.perf_counter() - started
@@ -210,17 +238,53 @@ def run_processes(
                 judged = _as_crash(judged, processes * threads)
             if judged.verdict == "violation":
                 return StressReport(
-                    "violation", calls_made, number + 1, seed, judged, history, recording, checking
+                    "violation",
+                    calls_made,
+                    number + 1,
+                    seed,
+                    judged,
+                    history,
+                    recording,
+                    checking,
+                    interrupted=interrupted,
                 )
             if judged.verdict == "unknown" or judgement.verdict == "ok":
                 judgement = judged  # an undecided round does not end the run
             shutil.rmtree(workspace, ignore_errors=True)
         return StressReport(
-            judgement.verdict, calls_made, rounds, seed, judgement, history, recording, checking
+            judgement.verdict,
+            calls_made,
+            rounds,
+            seed,
+            judgement,
+            history,
+            recording,
+            checking,
+            interrupted=interrupted,
         )
     finally:
         for worker in workers:
             worker.close()
+
+
+def _meet(workers: Sequence[_Worker]) -> list[_Worker]:
+    """Run a round's scene barriers: release the workers each time every live one is at a scene start,
+    until every one is done; the workers that died."""
+    running: list[_Worker] = list(workers)
+    died: list[_Worker] = []
+    while running:
+        waiting = []
+        for worker in running:
+            line = worker.next_line()
+            if line == "scene":
+                waiting.append(worker)
+            elif line is None:
+                died.append(worker)
+            # "done": it takes no further part in this round
+        for worker in waiting:
+            worker.send_line("stop" if died else "go")  # after a death, the round ends at this scene
+        running = waiting
+    return died
 
 
 def _as_crash(judgement: Judgement, reader: int) -> Judgement:

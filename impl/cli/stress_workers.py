@@ -9,21 +9,23 @@ on its own handles (``running.run_round``), and appends each call to a JSON-line
 again when it ends (so a killed worker's journal reads as its history, the call in flight unreturned), then
 answers ``done``. A ``read`` command opens a fresh handle on a workspace and reads every rollout ID back
 (``manifest``, ``has_rows``, ``admit`` where present), one JSON line per call, for the kill mode.
-``kill_after`` in a ``round`` command makes the worker SIGKILL itself a seeded few hundred microseconds after
-its ``kill_after``-th call began.
+``kill_after`` in a ``round`` command makes the worker SIGKILL itself a seeded delay (up to 3 ms) after its
+``kill_after``-th call began, unless the round ends first; the parent then ends the round for the others
+at the next scene (``stop`` instead of ``go``), so the read-back sees what the kill left.
 
 Every worker stamps calls with ``time.monotonic_ns`` (CLOCK_MONOTONIC, one clock for the machine), so the
-parent merges the journals into one history.
+parent merges the journals into one history. The processes start every scene together: when its own
+threads have met at a scene's barrier, a worker prints ``scene`` and waits for the parent's ``go``, which
+the parent sends once every live worker has printed ``scene`` (or ``done``, or died).
 
-Not guaranteed: that processes start a scene together (only a process's own threads share a barrier; the
-processes start each round within a few milliseconds of each other); that a kill lands inside a call (it
-is a timer, not a hook into the ledger).
+Not guaranteed: that a kill lands inside a call (it is a timer, not a hook into the ledger).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import signal
 import sys
@@ -91,7 +93,7 @@ class _Journal:
         os.close(self._fd)
 
 
-def _killer(after: int, delay_us: int) -> Callable[[Call], None]:
+def _killer(after: int, delay_us: int, timers: list[threading.Timer]) -> Callable[[Call], None]:
     begun = [0]
     lock = threading.Lock()
 
@@ -104,6 +106,7 @@ def _killer(after: int, delay_us: int) -> Callable[[Call], None]:
                 return
         timer = threading.Timer(delay_us / 1e6, lambda: os.kill(os.getpid(), signal.SIGKILL))
         timer.daemon = True
+        timers.append(timer)
         timer.start()
 
     return on_call
@@ -116,12 +119,19 @@ def _round(factory: Callable[[Path], Any], command: dict[str, Any]) -> None:
     mine = [scene[process * threads : (process + 1) * threads] for scene in scenes]
     journal = _Journal(Path(command["journal"]))
     hooks: list[Callable[[Call], None]] = [journal]
+    timers: list[threading.Timer] = []
     if command.get("kill_after"):
-        hooks.append(_killer(command["kill_after"], command.get("kill_delay_us", 300)))
+        hooks.append(_killer(command["kill_after"], command.get("kill_delay_us", 300), timers))
 
     def observe(call: Call) -> None:
         for hook in hooks:
             hook(call)
+
+    def meet() -> bool:
+        # Every process's clients start each scene together: tell the parent, wait for its go (or stop).
+        sys.stdout.write("scene\n")
+        sys.stdout.flush()
+        return sys.stdin.readline().strip() == "go"
 
     try:
         run_round(
@@ -132,8 +142,11 @@ def _round(factory: Callable[[Path], Any], command: dict[str, Any]) -> None:
             budget=command["budget"],
             client_base=process * threads,
             observer=observe,
+            between_scenes=meet,
         )
     finally:
+        for timer in timers:
+            timer.cancel()  # the round ended first: this worker is not killed after it
         journal.close()
 
 
@@ -164,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             options[key] = json.loads(value)
         except ValueError:
             options[key] = value
+    logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
     loaded = load_target(target)
     factory: Callable[[Path], Any] = loaded
     if options:

@@ -55,6 +55,8 @@ class StressReport:
         recording_seconds: wall time spent running and recording calls.
         checking_seconds: wall time spent judging histories.
         setup: why the handles could not be opened, when they could not.
+        interrupted: calls that never returned and did not hang: a SIGKILLed worker's call in flight
+            (``capture-ledger stress --kill``).
     """
 
     verdict: Verdict
@@ -66,6 +68,7 @@ class StressReport:
     recording_seconds: float = 0.0
     checking_seconds: float = 0.0
     setup: str | None = None
+    interrupted: int = 0
 
     @property
     def witness(self) -> str | None:

@@ -8,11 +8,11 @@
    locked``, say), or returned a value that fits no operation, is a violation of R-CONC-1 and R-KIT-7: the
    spec allows no such outcome in any interleaving; the witness is that call and the calls that overlap it
    (the contention that provoked it);
-3. otherwise the history goes to the linearizability checker (``check_history``): ``Ok``, ``Unknown`` when
-   its budget of search steps runs out, or a ``Violation`` whose witness is the checker's minimal one (the
-   culprit and a linearizable set of calls that makes its result impossible; no single call of it can go),
-   grown by ``shrink.explaining_witness`` into the fewest calls that show why the culprit's result is
-   impossible *at the time it happened* (the write behind a read's rows, the retire before it).
+3. otherwise the history goes to the linearizability checker's search, per rollout ID (``shrink.decide``):
+   ``ok``, ``unknown`` when its budget of search steps runs out, or a violation whose witness is built by
+   ``shrink.explaining_witness``: the fewest calls that show why the culprit's result is impossible *at the
+   time it happened* (the write behind a read's rows, the retire before it); a result wrong in any state
+   (R-KIT-9) has the checker's own one-call witness.
 
 Not guaranteed: a globally minimal witness; which of several violations of a round is reported (the first
 found, in the order above).
@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import Violation, check_history
 from capture_ledger.spec.kit.stress.running import Call
-from capture_ledger.spec.kit.stress.shrink import explaining_witness
-from capture_ledger.spec.kit.stress.witness import op_text, timeline
+from capture_ledger.spec.kit.stress.shrink import decide, explaining_witness
+from capture_ledger.spec.kit.stress.witness import op_text, outcome_text, timeline
 
 __all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
 
@@ -99,14 +99,30 @@ def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUD
         why = f"{op_text(focus.event.op)} raised {focus.raised}, which no operation may (R-KIT-7)"
         return _violation("R-CONC-1", why, overlapping(calls, focus), None)
     events = [c.event for c in calls]
-    verdict = check_history(events, budget=budget)
-    if isinstance(verdict, Ok):
+    verdict, rollout_id, spent = decide(events, budget)
+    if verdict == "ok":
         return Judgement("ok")
-    if isinstance(verdict, Unknown):
-        return Judgement("unknown", spent=verdict.spent)
-    assert isinstance(verdict, Violation)
-    chosen = {id(e) for e in verdict.witness}
-    witness = tuple(c for c in calls if id(c.event) in chosen)
-    if verdict.rollout_id is not None:
-        witness = explaining_witness(calls, verdict.rollout_id, witness)
-    return _violation("R-CONC-1", verdict.explanation, witness, verdict.rollout_id)
+    if verdict == "unknown":
+        return Judgement("unknown", spent=spent)
+    if rollout_id is None:  # one call's result is wrong in any state (R-KIT-9): the checker says which
+        found = check_history(events, budget=budget)
+        assert isinstance(found, Violation)
+        chosen = {id(e) for e in found.witness}
+        return _violation(
+            "R-CONC-1", found.explanation, tuple(c for c in calls if id(c.event) in chosen), None
+        )
+    witness, prefix, explained = explaining_witness(calls, rollout_id)
+    culprit = witness[-1]
+    said = f"{op_text(culprit.event.op)} -> {outcome_text(culprit)}"
+    if explained:
+        why = (
+            f"{said} is impossible at the time it ran, given the {len(witness) - 1} other calls here (of "
+            f"{len(calls)} in the round): it would be possible at another moment, but no order of these "
+            "calls that respects real time gives it"
+        )
+    else:
+        why = (
+            f"{said} is impossible given the {prefix - 1} calls on {rollout_id!r} invoked before it, at any "
+            f"moment; the calls here (of {len(calls)} in the round) are the fewest that stay non-linearizable"
+        )
+    return _violation("R-CONC-1", why, witness, rollout_id)

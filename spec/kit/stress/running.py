@@ -112,15 +112,26 @@ class _Clients:
     """The state clients share with the watchdog: the calls made, the calls in flight, a stop flag."""
 
     def __init__(
-        self, clock: Clock, client_base: int, observer: Callable[[Call], None] | None = None
+        self,
+        clock: Clock,
+        client_base: int,
+        observer: Callable[[Call], None] | None = None,
+        between_scenes: Callable[[], bool] | None = None,
     ) -> None:
         self.clock = clock
         self.observer = observer
+        self.between_scenes = between_scenes
         self.base = client_base
         self.lock = threading.Lock()
         self.calls: list[Call] = []
         self.current: dict[int, tuple[Operation, float]] = {}
         self.stop = threading.Event()
+        self.ended = threading.Event()  # ``between_scenes`` said to end the round
+
+    def meet(self) -> None:
+        """Between scenes: ask ``between_scenes`` whether to go on."""
+        if self.between_scenes is not None and not self.between_scenes():
+            self.ended.set()
 
     def begin(self, client: int, op: Operation) -> float:
         invoked = self.clock()
@@ -199,7 +210,7 @@ def _run_threads(
     budget: float,
 ) -> None:
     count = len(scenes[0]) if scenes else 0
-    barrier = threading.Barrier(count)
+    barrier = threading.Barrier(count, action=clients.meet)
 
     def client(number: int) -> None:
         ledger = handles[number % len(handles)]
@@ -209,6 +220,8 @@ def _run_threads(
             try:
                 barrier.wait(timeout=budget)
             except threading.BrokenBarrierError:
+                return
+            if clients.ended.is_set():
                 return
             for op in scene[number]:
                 invoked = clients.begin(number, op)
@@ -256,6 +269,7 @@ def _run_tasks(
                 setup.append(f"the factory raised {_text(error)}")
                 return
         barrier = asyncio.Barrier(count)
+        between = clients.between_scenes
 
         async def client(number: int) -> None:
             ledger = handles[number % len(handles)]
@@ -263,6 +277,12 @@ def _run_tasks(
                 if clients.stop.is_set():
                     return
                 await barrier.wait()
+                if between is not None:
+                    if number == 0:
+                        clients.meet()  # blocks the loop briefly: every client waits here anyway
+                    await barrier.wait()
+                    if clients.ended.is_set():
+                        return
                 for op in scene[number]:
                     invoked = clients.begin(number, op)
                     try:
@@ -309,6 +329,7 @@ def run_round(
     client_base: int = 0,
     asynchronous: bool | None = None,
     observer: Callable[[Call], None] | None = None,
+    between_scenes: Callable[[], bool] | None = None,
 ) -> RoundRecord:
     """Run ``scenes`` against ``handles`` handles opened on ``workspace``, every call recorded.
 
@@ -322,11 +343,13 @@ def run_round(
         client_base: added to each client's number in the events (the clients of other processes).
         asynchronous: run as asyncio tasks; ``None`` decides by ``uses_coroutines``.
         observer: called with each call as it begins (unreturned) and as it ends (a journal, say).
+        between_scenes: called once each time every client has reached the start of a scene, before
+            any starts it (the processes of a stress run meet there too); ``False`` ends the round.
 
     Returns:
         The ``RoundRecord``; never raises for what the ledger does (R-KIT-7).
     """
-    clients = _Clients(clock, client_base, observer)
+    clients = _Clients(clock, client_base, observer, between_scenes)
     if asynchronous or (asynchronous is None and inspect.iscoroutinefunction(factory)):
         setup = _run_tasks(
             factory, workspace, handle_count=handles, scenes=scenes, clients=clients, budget=budget

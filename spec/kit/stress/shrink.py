@@ -1,9 +1,16 @@
-"""Witnesses that explain: the fewest calls that show *why* a result is wrong (SPEC.md R-CONC-1, R-KIT-12).
+"""Deciding a stress history per rollout ID, and witnesses that explain (SPEC.md R-CONC-1, R-KIT-9,
+R-KIT-12).
 
-The linearizability checker's witness is minimal: no call of it can go while it stays non-linearizable.
-But a read that sees rows where no write was recorded is non-linearizable on its own, so its minimal
-witness is that one read, which says nothing about the race. ``explaining_witness`` asks more of a witness
-``W`` whose last call (in invocation order) is the *culprit*:
+``decide(events, steps)`` runs the linearizability checker's search on each rollout ID's partition
+(``linearizability.partition``, its per-ID search) without building the checker's witness, and says
+which ID, if any, is not linearizable. Building the checker's witness (``check_history``) costs a search
+per candidate on the whole partition, tens of seconds on a partition of a highly concurrent round, so a
+stress run builds its own, from a prefix:
+
+The checker's witness is minimal: no call of it can go while it stays non-linearizable. But a read that
+sees rows where no write was recorded is non-linearizable on its own, so its minimal witness is that one
+read, which says nothing about the race. ``explaining_witness`` asks more of a witness ``W`` whose last
+call (in invocation order) is the *culprit*:
 
 1. ``W`` is not linearizable, and
 2. ``W`` becomes linearizable when the culprit may take effect at any moment (its invocation moved before
@@ -14,27 +21,59 @@ It starts from the shortest failing prefix (in order of invocation) of the calls
 ID, each batch reduced to that ID (with its result), and removes calls one at a time while both conditions
 hold, until a whole pass removes none. So a read that saw a retired rollout's rows comes with the write that
 made them and the retire that returned before the read began. When condition 2 does not hold at the start
-(a result wrong at any moment), the checker's own witness is kept.
+(a result wrong at any moment), or the work bound (``MAX_CHECKS`` searches of ``STEPS`` steps) runs out,
+the shortest failing prefix shrunk by condition 1 alone, within the same bound, is the witness.
 
-Not guaranteed: a globally smallest witness; speed on partitions of thousands of calls (each step runs the
-checker on the candidate; stress rounds make partitions of tens to hundreds of calls).
+Not guaranteed: a globally smallest witness; that the bound leaves the witness minimal (a witness cut
+short by it is still non-linearizable, only maybe not minimal).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from capture_ledger.spec.concurrency.history import Event
-from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import _Budget, _search, partition
 from capture_ledger.spec.core.model import Delete, Removal, Retire, rollout_ids_of
 from capture_ledger.spec.core.model import Ok as ModelOk
 from capture_ledger.spec.kit.stress.running import Call
 
-__all__ = ["explaining_witness"]
+__all__ = ["MAX_CHECKS", "STEPS", "decide", "explaining_witness"]
 
 #: Search steps for each check while shrinking.
-_STEPS = 200_000
+STEPS = 100_000
+#: Searches at most while shrinking one witness.
+MAX_CHECKS = 400
+
+
+def decide(events: Sequence[Event], steps: int | None) -> tuple[str, str | None, int]:
+    """Whether ``events`` is linearizable, per rollout ID, without building a witness.
+
+    Args:
+        events: the history.
+        steps: search steps over every partition (``None``: no bound).
+
+    Returns:
+        ``("ok", None, spent)``, ``("violation", rollout_id, spent)`` (``rollout_id`` ``None`` when one
+        call's result is wrong in any state, R-KIT-9) or ``("unknown", None, spent)``.
+
+    Raises:
+        ValueError: a malformed history (``partition``); a stress recording never makes one.
+    """
+    parts, invalid = partition(events)
+    if invalid is not None:
+        return "violation", None, 0
+    budget = _Budget(steps)
+    unknown = False
+    for rollout_id, ops in parts.items():
+        outcome = _search(ops, budget)
+        if outcome.linearizable is None:
+            unknown = True
+            break
+        if not outcome.linearizable:
+            return "violation", rollout_id, budget.spent
+    return ("unknown" if unknown else "ok"), None, budget.spent
 
 
 def _project(event: Event, rollout_id: str) -> Event:
@@ -42,75 +81,94 @@ def _project(event: Event, rollout_id: str) -> Event:
     op = event.op
     if not isinstance(op, Retire | Delete):
         return event
-    kind = type(op)
     result = event.result
     if isinstance(result, ModelOk) and isinstance(result.value, Removal):
         removed = rollout_id in result.value.removed
-        value = Removal((rollout_id,), ()) if removed else Removal((), (rollout_id,))
-        result = ModelOk(value)
-    return replace(event, op=kind([rollout_id]), result=result)
+        result = ModelOk(Removal((rollout_id,), ()) if removed else Removal((), (rollout_id,)))
+    return replace(event, op=type(op)([rollout_id]), result=result)
 
 
 def _touches(event: Event, rollout_id: str) -> bool:
     ids = rollout_ids_of(event.op)
-    return not isinstance(ids, type(None)) and isinstance(ids, list) and rollout_id in ids
+    return isinstance(ids, list) and rollout_id in ids
 
 
-def _fails(events: Sequence[Event]) -> bool:
-    return bool(events) and isinstance(check_history(events, budget=_STEPS), Violation)
+class _Checks:
+    """Bounded searches on one rollout ID's projected events."""
+
+    def __init__(self) -> None:
+        self.left = MAX_CHECKS
+
+    def linearizable(self, events: Sequence[Event]) -> bool | None:
+        if self.left <= 0:
+            return None
+        self.left -= 1
+        verdict, _, _ = decide(events, STEPS)
+        return None if verdict == "unknown" else verdict == "ok"
+
+    def fails(self, events: Sequence[Event]) -> bool:
+        return bool(events) and self.linearizable(events) is False
+
+    def relaxed_ok(self, events: Sequence[Event]) -> bool:
+        """Condition 2: linearizable with the last event free to take effect at any moment."""
+        if not events or events[-1].returned is None:
+            return False
+        first = min(e.invoked for e in events)
+        last = max([e.returned for e in events if e.returned is not None] + [e.invoked for e in events])
+        culprit = replace(events[-1], invoked=first - 1.0, returned=last + 1.0)
+        return self.linearizable([*events[:-1], culprit]) is True
+
+    def explains(self, events: Sequence[Event]) -> bool:
+        return self.fails(events) and self.relaxed_ok(events)
 
 
-def _relaxed_ok(events: Sequence[Event]) -> bool:
-    """Condition 2: linearizable with the last event free to take effect at any moment."""
-    if not events or events[-1].returned is None:
-        return False
-    first = min(e.invoked for e in events)
-    last = max([e.returned for e in events if e.returned is not None] + [e.invoked for e in events])
-    culprit = replace(events[-1], invoked=first - 1.0, returned=last + 1.0)
-    return isinstance(check_history([*events[:-1], culprit], budget=_STEPS), Ok)
-
-
-def _holds(events: Sequence[Event]) -> bool:
-    return _fails(events) and _relaxed_ok(events)
-
-
-def explaining_witness(calls: Sequence[Call], rollout_id: str, fallback: Sequence[Call]) -> tuple[Call, ...]:
-    """The witness as the module docstring says, or ``fallback`` (the checker's) when none explains.
-
-    Args:
-        calls: the round's calls.
-        rollout_id: the rollout ID of the violation.
-        fallback: the checker's minimal witness.
-
-    Returns:
-        The witness's calls (the original calls, batches whole), in order of invocation.
-    """
-    mine = sorted(
-        (c for c in calls if _touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
-    )
-    projected = {id(c): _project(c.event, rollout_id) for c in mine}
-    events = [projected[id(c)] for c in mine]
-    low, high = 1, len(events)
-    if not _fails(events):
-        return tuple(fallback)
-    while low < high:
-        middle = (low + high) // 2
-        if _fails(events[:middle]):
-            high = middle
-        else:
-            low = middle + 1
-    chosen = mine[:high]
-    if not _holds([projected[id(c)] for c in chosen]):
-        return tuple(fallback)
-    culprit, rest = chosen[-1], chosen[:-1]
+def _cut(rest: list[Call], culprit: Call, keeps: Callable[[list[Call]], bool]) -> list[Call]:
+    """Remove calls of ``rest`` one at a time while ``keeps(rest + [culprit])``, until a pass cuts none."""
     cut = True
     while cut:
         cut = False
         index = 0
         while index < len(rest):
             candidate = rest[:index] + rest[index + 1 :]
-            if _holds([projected[id(c)] for c in [*candidate, culprit]]):
+            if keeps([*candidate, culprit]):
                 rest, cut = candidate, True
             else:
                 index += 1
-    return (*rest, culprit)
+    return rest
+
+
+def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Call, ...], int, bool]:
+    """The witness as the module docstring says.
+
+    Args:
+        calls: the round's calls (not linearizable on ``rollout_id``).
+        rollout_id: the rollout ID of the violation.
+
+    Returns:
+        The witness's calls (the original calls, batches whole), in order of invocation; how many calls
+        on the ID the shortest failing prefix has; and whether the witness explains (condition 2 holds).
+    """
+    mine = sorted(
+        (c for c in calls if _touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
+    )
+    projected = {id(c): _project(c.event, rollout_id) for c in mine}
+    checks = _Checks()
+
+    def events_of(chosen: Sequence[Call]) -> list[Event]:
+        return [projected[id(c)] for c in chosen]
+
+    low, high = 1, len(mine)
+    while low < high:
+        middle = (low + high) // 2
+        if checks.fails(events_of(mine[:middle])):
+            high = middle
+        else:
+            low = middle + 1
+    chosen = mine[:high]
+    culprit, rest = chosen[-1], chosen[:-1]
+    explained = checks.explains(events_of(chosen))
+    if explained:
+        rest = _cut(rest, culprit, lambda candidate: checks.explains(events_of(candidate)))
+    else:
+        rest = _cut(rest, culprit, lambda candidate: checks.fails(events_of(candidate)))
+    return (*rest, culprit), len(chosen), explained
