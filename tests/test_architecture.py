@@ -35,6 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     "impl.http": {"spec.core", "impl.store"},
     "impl.study": {"spec.core", "spec.concurrency", "spec.crash", "spec.kit", "impl.store"},
     "impl.simulate": {"spec.core", "impl.store", "impl.http"},
+    # Any ledger traced from outside (docs/crash-target.md): the crash judgement over strace's effects.
+    "impl.outside": {"spec.core", "spec.concurrency", "spec.crash", "impl.store", "impl.study"},
     # Other projects' ledgers behind the protocol (docs/gym.md): the spec and the reference, nothing of impl.
     "adapters": {"spec", "spec.core", "spec.concurrency", "spec.crash", "spec.kit", "reference"},
     "impl.cli": {
@@ -49,6 +51,7 @@ ALLOWED: dict[str, set[str]] = {
         "impl.http",
         "impl.study",
         "impl.simulate",
+        "impl.outside",
     },
 }
 
@@ -61,6 +64,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "spec.crash": HEAVY,
     "impl": HEAVY,
     "impl.store": HEAVY,
+    "impl.outside": HEAVY,
     "impl.http": {"hypothesis"},
 }
 

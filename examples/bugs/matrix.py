@@ -244,7 +244,7 @@ def run_crash(target: str, budget: Budget) -> LayerVerdict:
     """``capture-ledger crash --target``: crash states traced from outside (SPEC.md R-CRASH-1..4)."""
     if not command_available("crash", "--target"):
         return LayerVerdict("crash", "not built", detail="capture-ledger crash --target is not built yet")
-    arguments = ["crash", "--target", target]
+    arguments = ["crash", "--target", target, "--first"]  # the time to kill: stop at the first violation
     if budget.model:
         arguments += ["--model", budget.model]
     failed, data, seconds, code = _command("crash", arguments)

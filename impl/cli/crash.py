@@ -16,6 +16,16 @@ error; ``--json`` prints one JSON object per file system. Exit code 0 when every
 model and the default protocol keeps the contract on the journaled configurations, 1 otherwise, 2 when the
 machine lacks what it needs (root, ``/dev/fuse``, loop devices, e2fsprogs, the ``kernel`` extra).
 
+``capture-ledger crash --target module:callable`` studies any ledger instead, traced from outside
+(docs/crash-target.md): each crash workload the target supports runs in a child process under ``strace -f
+-y``, its file-system calls become the persistence models' effects, every image a model allows is read back
+by a fresh handle of the target in another child process and judged; ``--option KEY=VALUE`` passes keyword
+arguments to the factory. It prints the matrix and the shortest counterexample of each broken clause;
+``--json`` prints ``{"target", "verdict", "images", "broken": [{"clause", "model", "workload", "timeline"}],
+"seconds", ...}``. Exit code 0 when no clause breaks under the journaled model (or under the strongest
+``--model`` given), 1 when one does, 2 when the target cannot be loaded or traced (strace missing, ptrace
+not permitted).
+
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
 
@@ -79,12 +89,34 @@ def register(subparsers: Any) -> None:
     kernel.add_argument(
         "--subsets", type=int, default=16, help="most non-prefix subsets of one epoch's writes (seeded)"
     )
-    kernel.add_argument("--json", action="store_true", help="one JSON object per file system")
+    kernel.add_argument("--json", action="store_true", help="one JSON object per file system (or target)")
+    outside = parser.add_argument_group("any ledger, traced from outside")
+    outside.add_argument(
+        "--target", metavar="MODULE:CALLABLE", help="a ledger factory: its crash states, traced with strace"
+    )
+    outside.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument for the factory",
+    )
+    outside.add_argument(
+        "--first",
+        action="store_true",
+        help="stop at the first violation under the strongest model (time to kill)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the study ``args`` describe; print its results."""
+    if args.target:
+        from capture_ledger.impl.cli.crash_target import run_target
+
+        return run_target(args)
+    if args.option or args.first:
+        raise UsageError("--option and --first go with --target")
     if args.kernel:
         return _run_kernel(args)
     if args.json or args.fs:

@@ -1,0 +1,114 @@
+"""``capture-ledger crash --target``: the crash states of any ledger, traced from outside (SPEC.md §Crash,
+R-CRASH-1..4; docs/crash-target.md).
+
+``run_target(args)`` checks the target loads (exit 2, naming it, when it does not) and that this machine can
+trace (exit 2 when strace is missing or ptrace is not permitted), runs ``impl.outside.study.study_targets``
+on it with the ``--model``, ``--workload``, ``--budget``, ``--seed`` and ``--option`` given, and prints the
+matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned object
+(``impl.outside.report.summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit code is
+``impl.outside.report.exit_code``'s.
+
+Not guaranteed: the wording of the human-readable output (``--json`` is stable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli.targets import load_target
+from capture_ledger.impl.outside import report
+from capture_ledger.impl.outside.recorder import Target, TargetError
+from capture_ledger.impl.outside.study import TargetCell, study_targets
+from capture_ledger.impl.outside.tracing import tracing_problem
+from capture_ledger.spec.crash.durability import MODELS
+
+__all__ = ["parse_options", "run_target"]
+
+
+def parse_options(pairs: list[str]) -> tuple[tuple[str, Any], ...]:
+    """``KEY=VALUE`` pairs as keyword arguments (a value that reads as JSON is taken as JSON, else as text).
+
+    Raises:
+        UsageError: a pair without ``=``.
+    """
+    found: list[tuple[str, Any]] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option takes KEY=VALUE, not {pair!r}")
+        try:
+            parsed: Any = json.loads(value)
+        except ValueError:
+            parsed = value
+        found.append((key, parsed))
+    return tuple(found)
+
+
+def _progress(cell: TargetCell) -> None:
+    figures = ", ".join(
+        f"{e.exploration.model} {e.exploration.images} images {e.verdict}" for e in cell.explorations
+    )
+    print(
+        f"  {cell.target} / {cell.workload}: {figures} (traced in {cell.record_seconds:.1f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_target(args: argparse.Namespace) -> int:
+    """Study ``args.target``; print the result; the exit code (see the module docstring)."""
+    if args.kernel or args.full or args.config or args.fs:
+        raise UsageError("--target goes without --kernel, --full, --config and --fs")
+    load_target(args.target)  # a TargetError (exit 2) names a target that cannot be loaded
+    problem = tracing_problem()
+    if problem is not None:
+        raise UsageError(f"cannot trace {args.target}: {problem}")
+    unknown = sorted(set(args.workload or ()) - set(_workloads()))
+    if unknown:
+        raise UsageError(f"workload {', '.join(unknown)} runs with --kernel only")
+    models = [m for m in MODELS if m in (args.model or MODELS)]
+    target = Target(args.target, parse_options(args.option), cwd=Path.cwd())
+    try:
+        study = study_targets(
+            [target],
+            models=models,
+            first=args.first,
+            workloads=args.workload,
+            budget=args.budget,
+            seed=args.seed,
+            progress=_progress if args.verbose else None,
+        )
+    except TargetError as error:
+        raise UsageError(str(error)) from error
+    if args.json:
+        print(json.dumps(report.summary(study, target.name)))
+    else:
+        images, distinct, seconds = study.totals()
+        print(report.matrix_table(study))
+        print()
+        ran = ", ".join(study.workloads) or "none"
+        print(f"workloads run: {ran}")
+        for _, workload, why in study.skipped:
+            print(f"not run: {workload} ({why})")
+        for _, workload, why in study.unsupported():
+            print(f"unknown: {workload}: {why}")
+        print(
+            f"{images} crash images judged ({distinct} distinct read back) in {seconds:.1f} s: "
+            f"{images / seconds if seconds else 0.0:.0f} images/s; {study.seconds:.1f} s in all"
+        )
+        for entry in report.summary(study, target.name)["broken"]:
+            print(f"\n{entry['clause']} under {entry['model']} ({entry['workload']}):\n{entry['timeline']}")
+    if args.report is not None:
+        print(f"report: {report.write_report(study, args.report)}", file=sys.stderr)
+    return report.exit_code(study)
+
+
+def _workloads() -> tuple[str, ...]:
+    from capture_ledger.impl.study.workloads import WORKLOADS
+
+    return tuple(WORKLOADS)

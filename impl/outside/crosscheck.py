@@ -1,0 +1,134 @@
+"""The cross-check of the two crash recorders: our own store recorded through its seam (the model study) and
+traced from outside with strace must give the same verdicts (SPEC.md §Crash, R-CRASH-1..4;
+docs/crash-target.md §The cross-check).
+
+For each store configuration of the study (``impl.study.workloads.CONFIGS``: the default protocol, its
+options, and each ``StoreVariant`` step left out) and each workload, ``cross_check`` records the workload
+both ways — ``impl.study.crash.record`` through ``RecordingFileSystem``, and ``recorder.record_target`` on
+``factories.open_store(config=...)`` under strace — explores each recording under every persistence model
+(the seam's images read by a fresh store, the trace's by a fresh handle in a child process) and compares,
+per configuration, workload and model, the crash clauses broken (R-CRASH-1..4) and whether any was.
+``Comparison.agree`` is the verdict: the same clauses. A sampled exploration without a violation
+("unknown") agrees with an exhaustive one without a violation ("ok") when the clauses match: the two
+recorders see different numbers of effects (the trace also shows the lock files' removal counters, which
+the seam leaves out as not durable), so one may sample where the other does not.
+
+Not guaranteed: agreement on clauses that are not crash clauses (R-STATE-3, R-STORE-8: the seam study reads
+the files themselves, the outside one only the protocol), or on schedules the OS does not reproduce (a
+parked operation the trace could not hold is reported, ``Comparison.paused``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from capture_ledger.impl.outside.explorer import explore_target
+from capture_ledger.impl.outside.reader import ImageReader
+from capture_ledger.impl.outside.recorder import Target, record_target
+from capture_ledger.impl.study.crash import Observation, explore, record
+from capture_ledger.impl.study.workloads import CONFIGS, SMALL, SMALL_WORKLOADS, WORKLOADS
+from capture_ledger.spec.crash.contract import CLAUSES
+from capture_ledger.spec.crash.durability import MODELS, DiskImage
+
+__all__ = ["Comparison", "cross_check", "store_target"]
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """One configuration, workload and model, judged from both recordings."""
+
+    config: str
+    workload: str
+    model: str
+    seam: frozenset[str]
+    seam_verdict: str
+    outside: frozenset[str]
+    outside_verdict: str
+    paused: tuple[bool | None, bool | None] = (None, None)
+    seam_images: int = 0
+    outside_images: int = 0
+
+    @property
+    def agree(self) -> bool:
+        """The same crash clauses broken (see the module docstring)."""
+        return self.seam == self.outside
+
+    def line(self) -> str:
+        """One line for a report."""
+        shown = ", ".join(sorted(self.seam)) or self.seam_verdict
+        other = ", ".join(sorted(self.outside)) or self.outside_verdict
+        mark = "agree" if self.agree else "DIFFER"
+        return f"{mark}: {self.config} / {self.workload} / {self.model}: seam {shown}; outside {other}"
+
+
+def store_target(config: str) -> Target:
+    """Our store in study configuration ``config`` as a target of the outside tracer."""
+    return Target("capture_ledger.impl.outside.factories:open_store", (("config", config),), label=config)
+
+
+def _crash(clauses: frozenset[str]) -> frozenset[str]:
+    return frozenset(c for c in clauses if c in CLAUSES)
+
+
+def cross_check(
+    *,
+    configs: Sequence[str] = SMALL,
+    workloads: Sequence[str] = SMALL_WORKLOADS,
+    models: Sequence[str] = tuple(MODELS),
+    budget: int = 256,
+    seed: int = 0,
+    progress: Callable[[Comparison], None] | None = None,
+) -> list[Comparison]:
+    """Compare the two recorders on every configuration, workload and model given.
+
+    Args:
+        configs: store configuration labels.
+        workloads: workload names.
+        models: persistence model names.
+        budget: most images judged per crash point (both ways).
+        seed: the sampling seed.
+        progress: called with each comparison as it is made.
+
+    Returns:
+        One comparison per configuration, workload and model.
+
+    Raises:
+        TargetError: the store could not be traced.
+        KeyError: an unknown configuration, workload or model.
+    """
+    found: list[Comparison] = []
+    for config in configs:
+        target = store_target(config)
+        reader = ImageReader(target.target, dict(target.options))
+        try:
+            for name in workloads:
+                workload = WORKLOADS[name]
+                with tempfile.TemporaryDirectory(prefix="capture-ledger-seam-") as directory:
+                    seam = record(workload, CONFIGS[config], Path(directory))
+                with tempfile.TemporaryDirectory(prefix="capture-ledger-outside-") as directory:
+                    outside = record_target(target, workload, Path(directory))
+                cache: dict[DiskImage, Observation] = {}
+                for model in models:
+                    mine = explore(seam, MODELS[model], budget=budget, seed=seed, observer_cache=cache)
+                    theirs = explore_target(outside, model, reader, budget=budget, seed=seed)
+                    comparison = Comparison(
+                        config,
+                        name,
+                        model,
+                        _crash(mine.clauses),
+                        mine.verdict,
+                        _crash(theirs.exploration.clauses),
+                        theirs.verdict,
+                        (seam.paused, outside.paused),
+                        mine.images,
+                        theirs.exploration.images,
+                    )
+                    found.append(comparison)
+                    if progress is not None:
+                        progress(comparison)
+        finally:
+            reader.close()
+    return found
