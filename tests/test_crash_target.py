@@ -105,3 +105,56 @@ def test_the_directory_ledgers_retry_after_a_failed_fsync_loses_its_fence() -> N
     )
     assert code == 1 and data is not None
     assert [b["clause"] for b in data["broken"]] == ["R-CRASH-2"]
+
+
+def _cross_check(configs: tuple[str, ...], workloads: tuple[str, ...], models: tuple[str, ...]) -> list[Any]:
+    from capture_ledger.impl.outside.crosscheck import cross_check
+
+    return cross_check(configs=configs, workloads=workloads, models=models)
+
+
+@needs_strace
+def test_our_store_traced_from_outside_gets_the_seam_studys_verdicts() -> None:
+    """The cross-check (docs/crash-target.md): the same store, workload and model, recorded through the seam
+    and traced with strace, breaks the same clauses; without the append's fsync both find R-CRASH-1."""
+    found = _cross_check(("default", "no fsync_appends"), ("record-new", "retire-live"), ("journaled",))
+    assert len(found) == 4
+    assert all(c.same_schedule for c in found), [c.line() for c in found]
+    assert all(c.agree for c in found), [c.line() for c in found]
+    by = {(c.config, c.workload): c.outside for c in found}
+    assert by["default", "record-new"] == frozenset()
+    assert by["no fsync_appends", "record-new"] == frozenset({"R-CRASH-1"})
+
+
+@pytest.mark.slow
+@needs_strace
+def test_the_cross_check_agrees_on_every_configuration_of_the_small_study() -> None:
+    """Every configuration of the small study (the default protocol, its options, each StoreVariant step
+    left out), every workload, every model: the verdicts agree wherever the two runs took the same schedule;
+    threads the OS interleaved otherwise than the seam's scheduler judged another history."""
+    from capture_ledger.impl.study.workloads import SMALL, SMALL_WORKLOADS
+    from capture_ledger.spec.crash.durability import MODELS
+
+    found = _cross_check(SMALL, SMALL_WORKLOADS, tuple(MODELS))
+    assert all(c.explained for c in found), [c.line() for c in found if not c.explained]
+    sequential = [c for c in found if "share-syncs" not in c.workload and c.workload != "retire-overlap"]
+    assert all(c.same_schedule and c.agree for c in sequential), [c.line() for c in sequential if not c.agree]
+
+
+@needs_strace
+def test_gyms_file_store_survives_crashes_but_not_its_own_torn_line() -> None:
+    """docs/gym.md: NeMo Gym's store (record, record_failure, manifest, has_rows) fsyncs what it writes, so
+    no returned row is lost; a crash mid-append leaves a torn line its reader cannot parse (R-STATE-3)."""
+    import importlib.util
+
+    if importlib.util.find_spec("nemo_gym") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("NeMo Gym is missing: tools/install-gym")
+        pytest.skip("NeMo Gym is not installed (tools/install-gym)")
+    code, data, _ = _crash(
+        "--target", "capture_ledger.adapters.gym:open_gym_file_store", "--model", "journaled", "--json"
+    )
+    assert code == 1 and data is not None
+    assert data["workloads"] == ["record-new", "record-append", "record-retry-eio"]
+    assert [b["clause"] for b in data["broken"]] == ["R-STATE-3"]
+    assert "JSONDecodeError" in data["broken"][0]["timeline"]

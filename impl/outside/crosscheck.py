@@ -29,11 +29,15 @@ from capture_ledger.impl.outside.explorer import explore_target
 from capture_ledger.impl.outside.reader import ImageReader
 from capture_ledger.impl.outside.recorder import Target, record_target
 from capture_ledger.impl.study.crash import Observation, explore, record
+from capture_ledger.impl.study.recording import Invoke, Recording, Return
 from capture_ledger.impl.study.workloads import CONFIGS, SMALL, SMALL_WORKLOADS, WORKLOADS
 from capture_ledger.spec.crash.contract import CLAUSES
-from capture_ledger.spec.crash.durability import MODELS, DiskImage
+from capture_ledger.spec.crash.durability import MODELS, DiskImage, Truncate, Write
 
-__all__ = ["Comparison", "cross_check", "store_target"]
+#: What the store's lock files are named (their removal counters are not ledger state).
+LOCK_PREFIX = ".capture-ledger.lock"
+
+__all__ = ["LOCK_PREFIX", "Comparison", "cross_check", "same_schedule", "store_target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +54,54 @@ class Comparison:
     paused: tuple[bool | None, bool | None] = (None, None)
     seam_images: int = 0
     outside_images: int = 0
+    same_schedule: bool = True
 
     @property
     def agree(self) -> bool:
         """The same crash clauses broken (see the module docstring)."""
         return self.seam == self.outside
 
+    @property
+    def explained(self) -> bool:
+        """The verdicts agree, or the two runs took different schedules (threads the OS interleaved
+        otherwise than the seam study's scheduler), so they judged different histories."""
+        return self.agree or not self.same_schedule
+
     def line(self) -> str:
         """One line for a report."""
         shown = ", ".join(sorted(self.seam)) or self.seam_verdict
         other = ", ".join(sorted(self.outside)) or self.outside_verdict
-        mark = "agree" if self.agree else "DIFFER"
+        mark = "agree" if self.agree else "differ (another schedule)" if not self.same_schedule else "DIFFER"
         return f"{mark}: {self.config} / {self.workload} / {self.model}: seam {shown}; outside {other}"
+
+
+def _schedule(recording: Recording) -> list[tuple[object, ...]]:
+    """The recording's effects on the ledger files and its returns, in order, in terms both recorders share
+    (invocations left out: the OS starts threads in any order; the lock files' removal counters left out:
+    the seam records only durable effects of the ledger and fence files)."""
+    found: list[tuple[object, ...]] = []
+    names = recording.inode_names
+    for event in recording.trace:
+        if isinstance(event, Invoke):
+            continue
+        if isinstance(event, Return):
+            found.append(("return", event.op, event.raised))
+            continue
+        name = getattr(event, "name", None) or names.get(getattr(event, "inode", -1), "")
+        if LOCK_PREFIX in name:
+            continue
+        if isinstance(event, Write):
+            found.append(("write", name, len(event.data)))
+        elif isinstance(event, Truncate):
+            found.append(("truncate", name, event.size))
+        else:
+            found.append((type(event).__name__, name))
+    return found
+
+
+def same_schedule(seam: Recording, outside: Recording) -> bool:
+    """Whether the two recordings ran the same schedule (see ``_schedule``)."""
+    return _schedule(seam) == _schedule(outside)
 
 
 def store_target(config: str) -> Target:
@@ -125,6 +165,7 @@ def cross_check(
                         (seam.paused, outside.paused),
                         mine.images,
                         theirs.exploration.images,
+                        same_schedule(seam, outside),
                     )
                     found.append(comparison)
                     if progress is not None:
