@@ -2,10 +2,11 @@
 R-CONC-1..3, R-KIT-4, R-KIT-5, R-KIT-7, R-KIT-8, R-KIT-12; docs/stress.md).
 
 ``stress TARGET [--handles N] [--threads T] [--processes P] [--ops K] [--ids M] [--rounds R] [--seed S]
-[--operations a,b] [--no-conflicts] [--option KEY=VALUE] [--kill] [--report DIR] [--json]`` loads the
-``module:callable`` factory (``targets.load_target``; ``--option`` passes keyword arguments, a value read
-as JSON when it is JSON) and runs ``check_concurrency`` on it: ``T`` threads (asyncio tasks for a coroutine
-ledger) over ``N`` handles per round. With ``--processes P``, ``P`` worker processes each open their own
+[--operations a,b] [--no-conflicts] [--option KEY=VALUE] [--budget STEPS] [--kill] [--report DIR] [--json]``
+loads the ``module:callable`` factory (``targets.load_target``; ``--option`` passes keyword arguments, a
+value read as JSON when it is JSON; ``--budget`` bounds the checker's search steps per round) and runs
+``check_concurrency`` on it: ``T`` threads (asyncio tasks for a coroutine ledger) over ``N`` handles per
+round. With ``--processes P``, ``P`` worker processes each open their own
 handles on the shared workspace and run ``T`` clients each (``stress_processes``); with ``--kill``, one
 worker per round is SIGKILLed mid-run and a fresh handle reads everything back (R-CRASH-1..4).
 
@@ -92,6 +93,12 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a keyword argument for the factory",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULT_CHECK_BUDGET,
+        help=f"the checker's search steps per round, 0 for no limit (default {DEFAULT_CHECK_BUDGET:,})",
     )
     parser.add_argument(
         "--kill", action="store_true", help="SIGKILL a worker each round; judge the read-back"
@@ -189,6 +196,7 @@ def _stress(args: argparse.Namespace) -> int:
                     ids=args.ids,
                     rounds=args.rounds,
                     conflicts=not args.no_conflicts,
+                    check_budget=args.budget or None,
                     workspace=base,
                 )
         except ValueError as error:
@@ -237,7 +245,7 @@ def _run_processes(
         seed=seed,
         rounds=args.rounds,
         budget=call_budget(),
-        check_budget=DEFAULT_CHECK_BUDGET,
+        check_budget=args.budget or None,
         base=base,
         kill=args.kill,
     )

@@ -16,13 +16,19 @@ these weights, from the races that matter:
   while the others write to those IDs (R-CONC-1: per-ID linearizable, not atomic across IDs);
 - ``duplicates`` (2): every client records the same row, or the same failure, on the hot ID, or, when
   ``conflicts`` is on, rows of one model call that differ (R-WRITE-3, R-WRITE-7: one row, or one winner);
-- ``retire_vs_reuse`` (2): three scenes in a row: every client writes the hot ID; then one client retires a
-  batch that starts with it (so its fence comes first and its unlink last) while another deletes it,
-  writes it again and reads it; then every client reads it (R-CONC-3: a retire whose fence came before the
-  delete must not remove the new write);
+- ``retire_vs_reuse`` (3): three scenes in a row: every client writes the hot ID; then one client retires a
+  batch that starts with it and goes on with every other ID and three IDs of its own (so its fence of the
+  hot ID comes first and its unlink last, long after) while another reads, deletes, writes and reads the
+  hot ID again, and the rest write other IDs; then every client reads it (R-CONC-3: a retire whose fence
+  came before the delete must not remove the new write);
+- ``handoff`` (2): three scenes: one client retires the hot ID while the others write it; then a client half
+  the clients away (in another process, with ``--processes``, on another handle otherwise) deletes it while
+  the others read it; then every client asks for its admission (R-ADMIT-1, R-KIT-4: a removal made through
+  one handle is seen by every other, in every process);
 - ``scatter`` (1): each client any operation on any ID.
 
-Operations the ledger lacks (``operations``) are replaced by a write or a read of the same ID, so a
+Operations the ledger lacks (``operations``) are replaced by a read of the same ID (a write when it cannot
+read), so a
 partial ledger (NeMo Gym 0.7.0's, with no ``retire``, ``delete`` or ``admit``) is stressed on what it has.
 Rows are ``{"model_call_id": "m<k>", "n": <k>}``, model call IDs of records and failures never shared, so
 that only ``conflicts`` makes rows of one call differ.
@@ -60,7 +66,8 @@ SCENE_WEIGHTS: dict[str, int] = {
     "read_during_retire": 2,
     "shared_batches": 2,
     "duplicates": 2,
-    "retire_vs_reuse": 2,
+    "retire_vs_reuse": 3,
+    "handoff": 2,
     "scatter": 1,
 }
 
@@ -163,11 +170,18 @@ class _Drawer:
         return self.build(self.rng.choice(self.settings.operations), rid)
 
     def available(self, op: Operation, rid: str) -> Operation:
-        """``op``, or a write or read of ``rid`` when the ledger lacks ``op``'s method."""
+        """``op``, or a read of ``rid`` (a write when the ledger cannot read) when it lacks ``op``'s method.
+
+        A read rather than a write: without removals rows pile up, and a manifest read pins the order of the
+        concurrent writes before it, which keeps the checker's search small.
+        """
         if _METHOD[type(op)] in self.has:
             return op
-        plain = [name for name in ("record", "record_failure", "manifest", "has_rows") if name in self.has]
-        return self.build(self.rng.choice(plain or list(self.settings.operations)), rid)
+        for names in (("manifest", "has_rows"), ("record", "record_failure")):
+            plain = [name for name in names if name in self.has]
+            if plain:
+                return self.build(self.rng.choice(plain), rid)
+        return self.build(self.rng.choice(self.settings.operations), rid)
 
     def scene(self, kind: str) -> list[list[Operation]]:
         n, rng = self.settings.clients, self.rng
@@ -209,17 +223,35 @@ class _Drawer:
         hot = rng.choice(self.ids)
         retirer = rng.randrange(n)
         reuser = (retirer + 1) % n
-        batch = [hot, *[i for i in self.ids if i != hot]]
+        others = [i for i in self.ids if i != hot]
+        # The hot ID first, then the others and three IDs of this scene alone: the retire fences them all
+        # before it unlinks the hot ID's log, so the window for a delete and a new write is wide.
+        self.calls += 1
+        batch = [hot, *others, *(f"q{self.calls}x{k}" for k in range(3))]
         first = [[self.write(hot)] for _ in range(n)]
         second: list[list[Operation]] = []
         for client in range(n):
             if client == retirer:
                 second.append([Retire(batch)])
             elif client == reuser and n > 1:
-                second.append([Delete([hot]), self.record(hot), ReadManifest(hot)])
+                second.append([HasRows(hot), Delete([hot]), self.record(hot), ReadManifest(hot)])
             else:
-                second.append([self.write(hot)])
+                second.append([self.write(rng.choice(others) if others else hot)])
         third = [[self.read(hot)] for _ in range(n)]
+        return [
+            [[self.available(op, hot) for op in column] for column in scene]
+            for scene in (first, second, third)
+        ]
+
+    def handoff(self) -> list[list[list[Operation]]]:
+        """The three scenes of ``handoff`` (see the module docstring)."""
+        n, rng = self.settings.clients, self.rng
+        hot = rng.choice(self.ids)
+        retirer = rng.randrange(n)
+        deleter = (retirer + max(1, n // 2)) % n
+        first = [[Retire([hot])] if c == retirer else [self.write(hot)] for c in range(n)]
+        second = [[Delete([hot])] if c == deleter and n > 1 else [self.read(hot)] for c in range(n)]
+        third: list[list[Operation]] = [[Admit(hot, self._fresh("a"))] for _ in range(n)]
         return [
             [[self.available(op, hot) for op in column] for column in scene]
             for scene in (first, second, third)
@@ -252,7 +284,12 @@ def draw_round(settings: MixSettings, seed: int, round_number: int) -> list[Scen
     total = 0
     while total < settings.ops:
         kind = rng.choices(kinds, weights)[0]
-        drawn = drawer.retire_vs_reuse() if kind == "retire_vs_reuse" else [drawer.scene(kind)]
+        if kind == "retire_vs_reuse":
+            drawn = drawer.retire_vs_reuse()
+        elif kind == "handoff":
+            drawn = drawer.handoff()
+        else:
+            drawn = [drawer.scene(kind)]
         if kind == "duplicates":
             drawer.calls += 1
         for columns in drawn:

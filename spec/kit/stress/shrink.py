@@ -22,7 +22,9 @@ ID, each batch reduced to that ID (with its result), and removes calls one at a 
 hold, until a whole pass removes none. So a read that saw a retired rollout's rows comes with the write that
 made them and the retire that returned before the read began. When condition 2 does not hold at the start
 (a result wrong at any moment), or the work bound (``MAX_CHECKS`` searches of ``STEPS`` steps) runs out,
-the shortest failing prefix shrunk by condition 1 alone, within the same bound, is the witness.
+the shortest failing prefix shrunk by condition 1 alone, within the same bound, is the witness. A prefix
+the bound leaves undecided counts as failing while the prefix is searched for; a witness that is not then
+shown to fail is replaced by the whole partition (which the first search showed does).
 
 Not guaranteed: a globally smallest witness; that the bound leaves the witness minimal (a witness cut
 short by it is still non-linearizable, only maybe not minimal).
@@ -109,6 +111,10 @@ class _Checks:
     def fails(self, events: Sequence[Event]) -> bool:
         return bool(events) and self.linearizable(events) is False
 
+    def may_fail(self, events: Sequence[Event]) -> bool:
+        """Fails, or undecided within the bound (the shortest failing prefix is then never cut too short)."""
+        return bool(events) and self.linearizable(events) is not True
+
     def relaxed_ok(self, events: Sequence[Event]) -> bool:
         """Condition 2: linearizable with the last event free to take effect at any moment."""
         if not events or events[-1].returned is None:
@@ -160,7 +166,7 @@ def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Ca
     low, high = 1, len(mine)
     while low < high:
         middle = (low + high) // 2
-        if checks.fails(events_of(mine[:middle])):
+        if checks.may_fail(events_of(mine[:middle])):
             high = middle
         else:
             low = middle + 1
@@ -171,4 +177,6 @@ def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Ca
         rest = _cut(rest, culprit, lambda candidate: checks.explains(events_of(candidate)))
     else:
         rest = _cut(rest, culprit, lambda candidate: checks.fails(events_of(candidate)))
+    if decide(events_of([*rest, culprit]), None if len(rest) < 12 else 10 * STEPS)[0] != "violation":
+        return tuple(mine), len(mine), False  # undecided within the bound: the whole partition, which fails
     return (*rest, culprit), len(chosen), explained
