@@ -62,17 +62,19 @@ def test_without_strace_the_command_exits_2_and_says_why(tmp_path: Path) -> None
 
 
 @needs_strace
-def test_a_record_without_fsync_is_killed_under_journaled_with_the_pinned_json() -> None:
-    """examples/bugs: ``record`` returns after write() without an fsync: a crash loses the row (R-CRASH-1)."""
-    code, data, _ = _crash(
-        "--target", "examples.bugs.directory_bugs:open_dir_append_without_fsync", "--first", "--json"
-    )
+def test_a_record_without_fsync_is_killed_under_journaled_with_the_pinned_json(tmp_path: Path) -> None:
+    """examples/bugs: ``record`` returns after write() without an fsync: a crash loses the row (R-CRASH-1);
+    the report holds the matrix and the counterexample's timeline picture."""
+    target = "examples.bugs.directory_bugs:open_dir_append_without_fsync"
+    code, data, _ = _crash("--target", target, "--first", "--json", "--report", str(tmp_path))
     assert code == 1 and data is not None
     assert set(data) >= PINNED and data["verdict"] == "violation" and data["images"] > 0
     first = data["broken"][0]
     assert set(first) == {"clause", "model", "workload", "timeline"}
     assert (first["clause"], first["model"]) == ("R-CRASH-1", "journaled")
     assert "write rollouts/r1/rows.jsonl" in first["timeline"]
+    assert "| R-CRASH-1 |" in (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert (tmp_path / "matrix.svg").exists() and list(tmp_path.glob("timeline-*journaled.svg"))
 
 
 @needs_strace
@@ -158,3 +160,21 @@ def test_gyms_file_store_survives_crashes_but_not_its_own_torn_line() -> None:
     assert data["workloads"] == ["record-new", "record-append", "record-retry-eio"]
     assert [b["clause"] for b in data["broken"]] == ["R-STATE-3"]
     assert "JSONDecodeError" in data["broken"][0]["timeline"]
+
+
+@pytest.mark.slow
+@needs_strace
+def test_the_example_ledgers_full_catalogue_under_journaled_breaks_only_after_injected_eio() -> None:
+    """Every workload of the catalogue, journaled (docs/examples.md, docs/crash-target.md): the SQLite
+    ledger's default setting and the directory ledger keep R-CRASH-1..4 except where strace makes a sync fail
+    with EIO: SQLite ignores a failed directory sync (R-STATE-3 on ``record-retry-eio``), and the directory
+    ledger's retry returns without syncing what the failed call wrote (R-CRASH-2, R-CRASH-3)."""
+    code, data, _ = _crash("--target", "examples.sqlite_ledger:open_ledger", "--model", "journaled", "--json")
+    assert code == 1 and data is not None
+    assert {(b["clause"], b["workload"]) for b in data["broken"]} == {("R-STATE-3", "record-retry-eio")}
+    code, data, _ = _crash(
+        "--target", "examples.directory_ledger:open_ledger", "--model", "journaled", "--json"
+    )
+    assert code == 1 and data is not None
+    assert {b["workload"] for b in data["broken"]} <= {"retire-retry-fsync-eio", "delete-retry-eio"}
+    assert {b["clause"] for b in data["broken"]} == {"R-CRASH-2", "R-CRASH-3"}
