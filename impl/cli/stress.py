@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
         "--threads",
         type=int,
         default=None,
-        help="concurrent clients per process (default 4; 2 with --processes)",
+        help="concurrent clients per process (default 4, or 4 // P with --processes P, at least 1)",
     )
     parser.add_argument(
         "--processes", type=int, default=0, help="worker processes on one workspace (default 0)"
@@ -167,7 +167,7 @@ def _check(args: argparse.Namespace) -> None:
     if args.kill and args.processes < 1:
         args.processes = 2
     if args.threads is None:
-        args.threads = 2 if args.processes else 4
+        args.threads = max(1, 4 // args.processes) if args.processes else 4  # about 4 clients in all
 
 
 def _stress(args: argparse.Namespace) -> int:

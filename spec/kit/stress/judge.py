@@ -26,7 +26,7 @@ from typing import Literal
 
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
 from capture_ledger.spec.kit.stress.running import Call
-from capture_ledger.spec.kit.stress.shrink import decide, explaining_witness
+from capture_ledger.spec.kit.stress.shrink import decide, explaining_witness, project, touches
 from capture_ledger.spec.kit.stress.witness import op_text, outcome_text, timeline
 
 __all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
@@ -35,6 +35,9 @@ __all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overl
 DEFAULT_CHECK_BUDGET = 2_000_000
 
 Verdict = Literal["ok", "violation", "unknown"]
+
+#: Search steps for the checker's explanation of a witness that does not explain itself.
+_EXPLAIN_STEPS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +79,18 @@ def overlapping(calls: Sequence[Call], focus: Call) -> tuple[Call, ...]:
 def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Judgement:
     heading = f"{requirement} violated" + (f" on rollout {rid!r}" if rid else "") + f": {explanation}"
     return Judgement("violation", requirement, rid, explanation, witness, timeline(witness, heading))
+
+
+def _expected(calls: Sequence[Call], rollout_id: str, culprit: Call) -> str:
+    """What the checker says the model gives where ``culprit`` went wrong (``""`` if it cannot say soon)."""
+    mine = sorted(
+        (c for c in calls if touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
+    )
+    prefix = mine[: mine.index(culprit) + 1] if culprit in mine else mine
+    found = check_history([project(c.event, rollout_id) for c in prefix], budget=_EXPLAIN_STEPS)
+    if not isinstance(found, Violation) or "after which " not in found.explanation:
+        return ""
+    return "; the checker: " + found.explanation.split("after which ", 1)[1].split("; ")[0]
 
 
 def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUDGET) -> Judgement:
@@ -124,5 +139,6 @@ def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUD
         why = (
             f"{said} is impossible given the {prefix - 1} calls on {rollout_id!r} invoked before it, at any "
             f"moment; the calls here (of {len(calls)} in the round) are the fewest that stay non-linearizable"
+            + _expected(calls, rollout_id, culprit)
         )
     return _violation("R-CONC-1", why, witness, rollout_id)

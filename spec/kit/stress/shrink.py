@@ -41,7 +41,7 @@ from capture_ledger.spec.core.model import Delete, Removal, Retire, rollout_ids_
 from capture_ledger.spec.core.model import Ok as ModelOk
 from capture_ledger.spec.kit.stress.running import Call
 
-__all__ = ["MAX_CHECKS", "STEPS", "decide", "explaining_witness"]
+__all__ = ["MAX_CHECKS", "STEPS", "decide", "explaining_witness", "project", "touches"]
 
 #: Search steps for each check while shrinking.
 STEPS = 100_000
@@ -78,7 +78,7 @@ def decide(events: Sequence[Event], steps: int | None) -> tuple[str, str | None,
     return ("unknown" if unknown else "ok"), None, budget.spent
 
 
-def _project(event: Event, rollout_id: str) -> Event:
+def project(event: Event, rollout_id: str) -> Event:
     """``event`` reduced to ``rollout_id``: a batch becomes a batch of that ID alone, with its result."""
     op = event.op
     if not isinstance(op, Retire | Delete):
@@ -90,7 +90,8 @@ def _project(event: Event, rollout_id: str) -> Event:
     return replace(event, op=type(op)([rollout_id]), result=result)
 
 
-def _touches(event: Event, rollout_id: str) -> bool:
+def touches(event: Event, rollout_id: str) -> bool:
+    """Whether ``event``'s operation names ``rollout_id`` (a valid one)."""
     ids = rollout_ids_of(event.op)
     return isinstance(ids, list) and rollout_id in ids
 
@@ -155,9 +156,9 @@ def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Ca
         on the ID the shortest failing prefix has; and whether the witness explains (condition 2 holds).
     """
     mine = sorted(
-        (c for c in calls if _touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
+        (c for c in calls if touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
     )
-    projected = {id(c): _project(c.event, rollout_id) for c in mine}
+    projected = {id(c): project(c.event, rollout_id) for c in mine}
     checks = _Checks()
 
     def events_of(chosen: Sequence[Call]) -> list[Event]:
