@@ -20,7 +20,8 @@ machine lacks what it needs (root, ``/dev/fuse``, loop devices, e2fsprogs, the `
 (docs/crash-target.md): each crash workload the target supports runs in a child process under ``strace -f
 -y``, its file-system calls become the persistence models' effects, every image a model allows is read back
 by a fresh handle of the target in another child process and judged; ``--option KEY=VALUE`` passes keyword
-arguments to the factory. It prints the matrix and the shortest counterexample of each broken clause;
+arguments to the factory, ``--first`` stops at the first violation under the strongest model (the time to
+kill). It prints the matrix and the shortest counterexample of each broken clause;
 ``--json`` prints ``{"target", "verdict", "images", "broken": [{"clause", "model", "workload", "timeline"}],
 "seconds", ...}``. Exit code 0 when no clause breaks under the journaled model (or under the strongest
 ``--model`` given), 1 when one does, 2 when the target cannot be loaded or traced (strace missing, ptrace

@@ -3,10 +3,10 @@ R-CRASH-1..4; docs/crash-target.md).
 
 ``run_target(args)`` checks the target loads (exit 2, naming it, when it does not) and that this machine can
 trace (exit 2 when strace is missing or ptrace is not permitted), runs ``impl.outside.study.study_targets``
-on it with the ``--model``, ``--workload``, ``--budget``, ``--seed`` and ``--option`` given, and prints the
-matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned object
-(``impl.outside.report.summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit code is
-``impl.outside.report.exit_code``'s.
+on it with the ``--model``, ``--workload``, ``--budget``, ``--seed``, ``--option`` and ``--first`` given,
+and prints the matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned
+object (``impl.outside.report.summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit
+code is ``impl.outside.report.exit_code``'s.
 
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
