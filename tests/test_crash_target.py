@@ -1,5 +1,5 @@
 """``capture-ledger crash --target``: any ledger's crash states, traced from outside with strace (SPEC.md
-§Crash, R-CRASH-1..4, R-STATE-3; docs/crash-target.md).
+§Crash, R-CRASH-1..4, R-STATE-3, R-KIT-13; docs/crash-target.md).
 
 Real processes, real strace, real files: the command traces the example ledgers (examples/) and a seeded bug,
 reads every image back through a fresh handle in a child process, and prints the pinned JSON. The exit codes:

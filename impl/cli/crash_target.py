@@ -1,5 +1,5 @@
 """``capture-ledger crash --target``: the crash states of any ledger, traced from outside (SPEC.md §Crash,
-R-CRASH-1..4; docs/crash-target.md).
+R-CRASH-1..4, R-KIT-13; docs/crash-target.md).
 
 ``run_target(args)`` checks the target loads (exit 2, naming it, when it does not) and that this machine can
 trace (exit 2 when strace is missing or ptrace is not permitted), runs ``impl.outside.study.study_targets``
