@@ -23,9 +23,12 @@ How it meets SPEC.md:
   first. A complete line that does not parse was never written by this ledger: ``CorruptRowError``.
 - Retire (R-RETIRE-1..4, R-CRASH-2, R-CRASH-4), per ID under its lock: create the fence (``fsync`` the fence
   file itself, so that a file system that persists a directory entry without its inode keeps it too), then
-  ``fsync`` the directory; only then unlink the log, and ``fsync`` the directory again. One unlink removes
-  every row at once, so a crash leaves the pre-state, the fenced Live state (R-STATE-2; a retried retire or a
-  delete completes it) or Retired.
+  ``fsync`` the directory; only then unlink the log, and ``fsync`` the directory again. A retire that finds
+  the fence already there fsyncs it and the directory anyway, and so does an identical re-record its log,
+  and a delete that finds nothing its directory: the call that made them may have failed at a sync (EIO),
+  so the files being there proves nothing about a crash (as R-STORE-4 says of the file store). One unlink
+  removes every row at once, so a crash leaves the pre-state, the fenced Live state (R-STATE-2; a retried
+  retire or a delete completes it) or Retired.
 - Delete (R-DELETE-1..3, R-CRASH-3), per ID under its lock: unlink the log and the fence, ``fsync`` the
   directory. Directories stay behind: an empty directory is an Absent rollout.
 
@@ -155,14 +158,16 @@ class DirectoryLedger:
         return (directory / FENCE).exists()
 
     def _make_directory(self, directory: Path) -> None:
-        """Create the rollout's directory if missing, durably (its entry in ``rollouts/`` synced)."""
+        """Create the rollout's directory if missing, and sync ``rollouts/`` even when it was there: the
+        call that made it may have failed at that sync (EIO), so its entry may not be durable yet."""
         if not directory.is_dir():
             os.mkdir(directory)
-            sync_directory(self._root)
+        sync_directory(self._root)
 
     def _append(self, directory: Path, log: Log, content: dict[str, Any]) -> None:
         """Append one line to the log: cut a torn tail, one write, fsync; a first row syncs the directory."""
-        self._make_directory(directory)
+        if not log.rows:
+            self._make_directory(directory)
         fd = os.open(directory / LOG, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             os.ftruncate(fd, log.complete)  # drops a torn tail; a no-op otherwise
@@ -189,6 +194,18 @@ class DirectoryLedger:
         os.unlink(directory / LOG)
         sync_directory(directory)
 
+    def _resync(self, directory: Path, name: str) -> None:
+        """Make durable what an earlier call may have left unsynced: it wrote ``name`` (a row, a fence) or
+        unlinked in ``directory`` and then failed at a sync (EIO), so finding the file is no proof that it
+        survives a crash. fsync the file, its directory and ``rollouts/``."""
+        fd = os.open(directory / name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        sync_directory(directory)
+        sync_directory(self._root)
+
     # ------------------------------------------------------------------ writes
     def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
         """Append ``row``; an identical re-record is a no-op, a different one raises (R-WRITE-2..3)."""
@@ -202,6 +219,7 @@ class DirectoryLedger:
             for old in log.rows:
                 if old["kind"] == "record" and old["row"]["model_call_id"] == plain["model_call_id"]:
                     if canonical_json(old["row"]) == canonical_json(plain):
+                        self._resync(directory, LOG)  # a retry of a record whose fsync failed
                         return
                     raise ConflictingRecordError(rollout_id, plain["model_call_id"])
             self._append(directory, log, {"kind": "record", "row": plain})
@@ -217,6 +235,8 @@ class DirectoryLedger:
                 warn_discarded(rollout_id, None)
             elif failure not in log.rows:
                 self._append(directory, log, failure)
+            else:
+                self._resync(directory, LOG)  # a retry of a failure whose fsync failed
 
     # ------------------------------------------------------------------ admission and reads
     def admit(self, rollout_id: str, model_call_id: str) -> str | None:
@@ -262,6 +282,8 @@ class DirectoryLedger:
             if not self._fenced(directory):
                 self._make_directory(directory)
                 self._write_fence(directory)
+            else:
+                self._resync(directory, FENCE)  # a retry: the fence, or an unlink, may not be durable yet
             if log.exists:
                 self._unlink_log(directory)
             return bool(log.rows)
@@ -278,7 +300,7 @@ class DirectoryLedger:
                 os.unlink(directory / LOG)
             if fenced:
                 os.unlink(directory / FENCE)
-            if log.exists or fenced:
+            if directory.is_dir():  # also when nothing was left: a retry after a failed sync
                 self._sync_delete(directory)
             return bool(log.rows)
 
