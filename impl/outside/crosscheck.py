@@ -5,7 +5,9 @@ docs/crash-target.md §The cross-check).
 For each store configuration of the study (``impl.study.workloads.CONFIGS``: the default protocol, its
 options, and each ``StoreVariant`` step left out) and each workload, ``cross_check`` records the workload
 both ways — ``impl.study.crash.record`` through ``RecordingFileSystem``, and ``recorder.record_target`` on
-``factories.open_store(config=...)`` under strace — explores each recording under every persistence model
+``factories.open_store(config=...)`` under strace; a workload on several threads (``Workload.threads``) is
+traced on handles whose threads the seam study's own scheduler runs (``GatherSchedule``, ``factories``), so
+both recordings hold the same schedule — explores each recording under every persistence model
 (the seam's images read by a fresh store, the trace's by a fresh handle in a child process) and compares,
 per configuration, workload and model, the crash clauses broken (R-CRASH-1..4) and whether any was.
 ``Comparison.agree`` is the verdict: the same clauses. A sampled exploration without a violation
@@ -15,7 +17,8 @@ the seam leaves out as not durable), so one may sample where the other does not.
 
 Not guaranteed: agreement on clauses that are not crash clauses (R-STATE-3, R-STORE-8: the seam study reads
 the files themselves, the outside one only the protocol), or on schedules the OS does not reproduce (a
-parked operation the trace could not hold is reported, ``Comparison.paused``).
+parked operation the trace could not hold is reported, ``Comparison.paused``; ``Comparison.same_schedule``
+says whether the two effect sequences match).
 """
 
 from __future__ import annotations
@@ -104,9 +107,13 @@ def same_schedule(seam: Recording, outside: Recording) -> bool:
     return _schedule(seam) == _schedule(outside)
 
 
-def store_target(config: str) -> Target:
-    """Our store in study configuration ``config`` as a target of the outside tracer."""
-    return Target("capture_ledger.impl.outside.factories:open_store", (("config", config),), label=config)
+def store_target(config: str, *, threads: int = 0) -> Target:
+    """Our store in study configuration ``config`` as a target of the outside tracer; with ``threads``,
+    the handles of a run of that many threads scheduled as the seam study's (``factories.open_store``)."""
+    options: tuple[tuple[str, object], ...] = (("config", config),)
+    if threads:
+        options += (("threads", threads),)
+    return Target("capture_ledger.impl.outside.factories:open_store", options, label=config)
 
 
 def _crash(clauses: frozenset[str]) -> frozenset[str]:
@@ -148,8 +155,9 @@ def cross_check(
                 workload = WORKLOADS[name]
                 with tempfile.TemporaryDirectory(prefix="capture-ledger-seam-") as directory:
                     seam = record(workload, CONFIGS[config], Path(directory))
+                traced = store_target(config, threads=len(workload.threads)) if workload.threads else target
                 with tempfile.TemporaryDirectory(prefix="capture-ledger-outside-") as directory:
-                    outside = record_target(target, workload, Path(directory))
+                    outside = record_target(traced, workload, Path(directory))
                 cache: dict[DiskImage, Observation] = {}
                 for model in models:
                     mine = explore(seam, MODELS[model], budget=budget, seed=seed, observer_cache=cache)

@@ -9,7 +9,11 @@ ok|raised <outcome>`` — one ``write`` each, which strace shows in order with t
 parser turns them into ``Invoke``/``Return``. A method that returns an awaitable is awaited on the calling
 thread's own event loop, so sync and async ledgers both run. Each thread of a plan with ``groups`` (or a
 parked operation) gets its own handle, opened on the main thread before any operation starts; the handles are
-closed at the end (``close``, awaited if need be, when the ledger has one).
+closed at the end (``close``, awaited if need be, when the ledger has one). A handle with a method named
+``SCHEDULED_THREAD`` (``capture_ledger_thread``: only our own store as the cross-check schedules it,
+``factories.ScheduledStore``) is given its thread's operations as ``(operation, perform)`` pairs and runs
+them itself, each ``perform`` writing the marks around the call, so that the marks fall inside the turns of
+its scheduler; any other ledger's threads run their operations as the OS interleaves them.
 
 A parked operation (``plan.Parked``): the others' thread first makes the planned number of calls of the
 parking syscall on ``/dev/null`` (strace counts per thread, and holds the last of those), then the parked
@@ -42,7 +46,10 @@ from typing import Any
 from capture_ledger.impl.outside.plan import Parked, RunPlan
 from capture_ledger.spec.concurrency.history import apply_operation
 
-__all__ = ["load_factory", "main"]
+__all__ = ["SCHEDULED_THREAD", "load_factory", "main"]
+
+#: The method by which a handle runs its thread's operations itself (the cross-check's scheduled store).
+SCHEDULED_THREAD = "capture_ledger_thread"
 
 #: How long a parked thread must sit in a tracing stop before the others run.
 _STOPPED = 0.1
@@ -202,9 +209,18 @@ def _run_groups(
     def body(group: tuple[int, ...], ledger: Any) -> Callable[[], None]:
         def run() -> None:
             loop = _Loop()
+
+            def perform(index: int) -> Callable[[], object]:
+                return lambda: _run(plan, marks, index, ledger, loop=loop, outcomes=outcomes)
+
+            steps = [(plan.ops[index], perform(index)) for index in group]
             barrier.wait()
-            for index in group:
-                _run(plan, marks, index, ledger, loop=loop, outcomes=outcomes)
+            scheduled = getattr(ledger, SCHEDULED_THREAD, None)
+            if callable(scheduled):
+                scheduled(steps)
+            else:
+                for _, step in steps:
+                    step()
             loop.close()
 
         return run
