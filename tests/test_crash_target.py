@@ -108,7 +108,8 @@ def test_the_directory_ledgers_retries_after_a_failed_sync_keep_the_contract() -
             workload,
             "--json",
         )
-        assert data is not None and data["broken"] == [], (workload, data["broken"])
+        assert data is not None, workload
+        assert data["broken"] == [], (workload, data["broken"])
         assert code == 0, workload
 
 
