@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FEW = settings(PROFILES["ci"], max_examples=5)
 
 SQLITE_SETTINGS = (
+    "open_ledger",
     "open_delete_full",
     "open_wal_full",
     "open_wal_extra",

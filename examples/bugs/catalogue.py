@@ -93,8 +93,12 @@ class Bug:
         return load(self.target)
 
 
+#: The SQLite ledger's control is WAL with FULL, its setting safe under every layer: in DELETE mode (the
+#: factory's default, EXTRA) SQLite ignores a failed directory sync, so ``crash --target`` breaks R-STATE-3 on
+#: ``record-retry-eio`` where strace makes that sync fail (docs/examples.md §SQLite), a finding about
+#: SQLite, not a slip of the ledger.
 EXAMPLES: tuple[Example, ...] = (
-    Example("sqlite", "examples.sqlite_ledger:open_ledger", LAYERS),
+    Example("sqlite", "examples.sqlite_ledger:open_wal_full", LAYERS),
     Example("directory", "examples.directory_ledger:open_ledger", LAYERS),
     Example("async", "examples.async_ledger:open_ledger", ("sequential", "concurrency")),
 )
