@@ -5,9 +5,9 @@ docs/crash.md).
 so images deduplicate. ``Baseline`` is the durable starting point of a trace. ``ImageSpace`` is a union of
 ``Alternative`` products of per-name options, with an exact ``size``, indexable (a seeded sample is a draw of
 indexes) and iterable; an option is a file's bytes, ``DIRECTORY``, or ``None`` (the name is absent). An
-option list may be lazy (``Options``, or any ``Sequence``): the per-sector contents of a file rewritten in
-place have too many combinations to list. An image drops every entry whose directory is absent from it (a
-lost directory takes its entries with it).
+option list may be lazy (a ``LazyContents`` such as ``Options``, or any ``Sequence``): the per-sector contents
+of a file rewritten in place have too many combinations to list. An image drops every entry whose directory
+is absent from it (a lost directory takes its entries with it).
 
 Pure. Not guaranteed: that the images of a space are distinct (callers deduplicate).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import random
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -28,6 +29,7 @@ __all__ = [
     "Directory",
     "DiskImage",
     "ImageSpace",
+    "LazyContents",
     "Options",
 ]
 
@@ -79,14 +81,13 @@ class Baseline:
         )
 
 
-class Options(Sequence[Content]):
-    """A lazy concatenation of option lists (tuples or lazy sequences), itself a ``Sequence``."""
+class LazyContents(Sequence[Content]):
+    """A ``Sequence`` of options computed on demand: a subclass sets ``_size`` and gives ``_at``, the item at
+    an index already made non-negative and checked to be in range."""
 
-    __slots__ = ("_parts", "_size")
+    __slots__ = ("_size",)
 
-    def __init__(self, parts: Sequence[Sequence[Content]]) -> None:
-        self._parts = tuple(p for p in parts if len(p))
-        self._size = sum(len(p) for p in self._parts)
+    _size: int
 
     def __len__(self) -> int:
         return self._size
@@ -104,6 +105,22 @@ class Options(Sequence[Content]):
             index += self._size
         if not 0 <= index < self._size:
             raise IndexError(index)
+        return self._at(index)
+
+    @abstractmethod
+    def _at(self, index: int) -> Content: ...
+
+
+class Options(LazyContents):
+    """A lazy concatenation of option lists (tuples or lazy sequences), itself a ``Sequence``."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: Sequence[Sequence[Content]]) -> None:
+        self._parts = tuple(p for p in parts if len(p))
+        self._size = sum(len(p) for p in self._parts)
+
+    def _at(self, index: int) -> Content:
         for part in self._parts:
             if index < len(part):
                 return part[index]

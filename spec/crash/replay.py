@@ -27,7 +27,6 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import overload
 
 from capture_ledger.spec.crash.effects import (
     Create,
@@ -46,7 +45,7 @@ from capture_ledger.spec.crash.effects import (
     Write,
     parent_of,
 )
-from capture_ledger.spec.crash.images import Baseline, Content
+from capture_ledger.spec.crash.images import Baseline, Content, LazyContents
 
 __all__ = [
     "SECTOR",
@@ -330,11 +329,11 @@ def lost_blocks(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[
 
 
 # ------------------------------------------------------------------------------------- rewritten files
-class UnitContents(Sequence[Content]):
+class UnitContents(LazyContents):
     """Every content of a rewritten file, lazily: for each possible size, every choice of each sector's
     bytes among its ``values`` (module docstring). ``len`` is exact; items may repeat."""
 
-    __slots__ = ("_counts", "_size", "_sizes", "_unit", "_values")
+    __slots__ = ("_counts", "_sizes", "_unit", "_values")
 
     def __init__(self, sizes: Sequence[int], values: Sequence[Sequence[bytes]], unit: int = SECTOR) -> None:
         self._sizes = tuple(sorted(set(sizes)))
@@ -345,22 +344,7 @@ class UnitContents(Sequence[Content]):
         )
         self._size = sum(self._counts)
 
-    def __len__(self) -> int:
-        return self._size
-
-    @overload
-    def __getitem__(self, index: int) -> Content: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Content]: ...
-
-    def __getitem__(self, index: int | slice) -> Content | Sequence[Content]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError(index)
+    def _at(self, index: int) -> Content:
         for size, count in zip(self._sizes, self._counts, strict=True):
             if index < count:
                 units = -(-size // self._unit)
