@@ -20,7 +20,8 @@ point while the others run. Whether the schedule ran as designed (``Recording.pa
 scheduler's trace: the scheduler knows who holds which lock, so no timer decides it. A workload with
 ``threads`` runs each group of its operations on a thread and handle of its own under
 ``scheduling.GatherSchedule``, so that removals share their syncs (group commit, R-STORE-9); there
-``Recording.paused`` says whether some call returned on a sync another call issued.
+``Recording.paused`` says whether some call returned on a sync another call issued. ``lay_baseline`` and
+``operation_runner`` are ``record``'s steps, shared with the kernel study (``kernel.recorder``).
 
 Not guaranteed: recording of effects that bypass the seam (the store never does; ``OsFileSystem``'s own lock
 files are created at construction, before recording starts, and belong to the baseline), or hard links and
@@ -73,9 +74,12 @@ __all__ = [
     "Recording",
     "RecordingFileSystem",
     "Return",
+    "RunOperation",
     "StoreConfig",
     "TraceEvent",
     "Workload",
+    "lay_baseline",
+    "operation_runner",
     "record",
     "run_operation",
 ]
@@ -307,7 +311,75 @@ class Recording:
 
 
 #: Runs workload operation ``index`` on a handle and marks it in the trace, as thread ``label``.
-_RunOperation = Callable[[int, FileLineageStore, str], object]
+RunOperation = Callable[[int, FileLineageStore, str], object]
+_Recorder = TypeVar("_Recorder", bound=RecordingFileSystem)
+
+
+def lay_baseline(workload: Workload, directory: Path, inner: OsFileSystem) -> None:
+    """Run ``workload``'s setup on ``directory`` and write its torn lines, through ``inner`` (unrecorded).
+
+    Args:
+        workload: whose ``setup`` and ``torn`` to lay down.
+        directory: the lineage directory.
+        inner: the file system on ``directory`` the recorder will wrap.
+    """
+    with FileLineageStore(directory, fs=inner) as setup_store:
+        for op in workload.setup:
+            run_operation(setup_store, op)
+    for rollout_id in workload.torn:
+        fd = inner.open_append(ledger_name(rollout_id), create=True)
+        assert fd is not None
+        inner.write(fd, b'{"record":{"model_call_id":"tor')
+        inner.close(fd)
+
+
+def operation_runner(
+    workload: Workload, inner: FileSystem, recorder_of: Callable[[FileSystem], _Recorder]
+) -> tuple[_Recorder, RunOperation]:
+    """The recorder over ``inner`` and the runner of ``workload``'s operations through it.
+
+    The recorder wraps ``inner`` behind a ``FaultyFileSystem`` when the workload injects faults; each
+    ``FaultAt`` fires on its operation (the one the calling thread is running) at its occurrence of its call.
+
+    Args:
+        workload: whose operations and faults to run.
+        inner: the file system under the recorder.
+        recorder_of: makes the recorder over a file system (``RecordingFileSystem`` or a subclass).
+
+    Returns:
+        The recorder, and ``run(index, store, thread)``: runs operation ``index`` on ``store`` between its
+        ``Invoke`` and ``Return`` (as thread ``thread``) and returns its outcome, or the exception it raised.
+    """
+    running: dict[str, int] = {}
+    seen: dict[tuple[int, str], int] = {}
+
+    def plan(call: str, name: str) -> Fault | None:
+        op = running.get(threading.current_thread().name)
+        for planned in workload.faults:
+            if planned.op == op and planned.call == call:
+                seen[op, call] = seen.get((op, call), 0) + 1
+                if seen[op, call] == planned.occurrence:
+                    return planned.fault
+        return None
+
+    recorder = recorder_of(FaultyFileSystem(inner, plan=plan) if workload.faults else inner)
+
+    def run(index: int, store: FileLineageStore, thread: str) -> object:
+        op = workload.ops[index]
+        recorder.invoke(index, repr(op), thread=thread)
+        running[threading.current_thread().name] = index
+        try:
+            outcome = run_operation(store, op)
+        except Exception as error:
+            recorder.returned(index, f"raised {error!r}", raised=True)
+            return error
+        else:
+            recorder.returned(index, repr(outcome))
+            return outcome
+        finally:
+            running.pop(threading.current_thread().name, None)
+
+    return recorder, run
 
 
 def record(workload: Workload, config: StoreConfig, directory: Path) -> Recording:
@@ -326,43 +398,8 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
     """
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
-        with FileLineageStore(directory, fs=inner) as setup_store:
-            for op in workload.setup:
-                run_operation(setup_store, op)
-        for rollout_id in workload.torn:
-            fd = inner.open_append(ledger_name(rollout_id), create=True)
-            assert fd is not None
-            inner.write(fd, b'{"record":{"model_call_id":"tor')
-            inner.close(fd)
-        running: dict[str, int] = {}
-        seen: dict[tuple[int, str], int] = {}
-
-        def plan(call: str, name: str) -> Fault | None:
-            op = running.get(threading.current_thread().name)
-            for planned in workload.faults:
-                if planned.op == op and planned.call == call:
-                    seen[op, call] = seen.get((op, call), 0) + 1
-                    if seen[op, call] == planned.occurrence:
-                        return planned.fault
-            return None
-
-        recorder = RecordingFileSystem(FaultyFileSystem(inner, plan=plan) if workload.faults else inner)
-
-        def run(index: int, store: FileLineageStore, thread: str) -> object:
-            op = workload.ops[index]
-            recorder.invoke(index, repr(op), thread=thread)
-            running[threading.current_thread().name] = index
-            try:
-                outcome = run_operation(store, op)
-            except Exception as error:
-                recorder.returned(index, f"raised {error!r}", raised=True)
-                return error
-            else:
-                recorder.returned(index, repr(outcome))
-                return outcome
-            finally:
-                running.pop(threading.current_thread().name, None)
-
+        lay_baseline(workload, directory, inner)
+        recorder, run = operation_runner(workload, inner, RecordingFileSystem)
         paused: bool | None = None
         if workload.pause is not None:
             paused = _run_paused(
@@ -394,7 +431,7 @@ def _run_paused(
     config: StoreConfig,
     directory: Path,
     recorder: RecordingFileSystem,
-    run: _RunOperation,
+    run: RunOperation,
 ) -> bool:
     """Run the paused operation (thread 0, ``paused``) against the others (thread 1, ``main``), each on its
     own handle, under ``PauseSchedule``; whether the schedule held (``scheduling.pause_held``)."""
@@ -415,7 +452,7 @@ def _run_gathered(
     config: StoreConfig,
     directory: Path,
     recorder: RecordingFileSystem,
-    run: _RunOperation,
+    run: RunOperation,
 ) -> bool:
     """Run each of ``workload.threads`` on its own thread and handle under ``GatherSchedule``; whether some
     call returned on a sync another call issued (group commit shared a sync)."""
@@ -436,7 +473,7 @@ def _run_scheduled(
     config: StoreConfig,
     directory: Path,
     recorder: RecordingFileSystem,
-    run: _RunOperation,
+    run: RunOperation,
 ) -> tuple[Controller, list[FileLineageStore]]:
     """Run ``programs`` (a label and operation indexes each) on threads and handles of their own, every seam
     call a scheduling point of ``schedule``; the controller and the handles, once every thread ended.
@@ -470,5 +507,5 @@ def _run_scheduled(
     return controller, handles
 
 
-def _bound(run: _RunOperation, index: int, handle: FileLineageStore, label: str) -> Callable[[], object]:
+def _bound(run: RunOperation, index: int, handle: FileLineageStore, label: str) -> Callable[[], object]:
     return lambda: run(index, handle, label)

@@ -30,8 +30,6 @@ from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, FsCall, OsFileSystem
-from capture_ledger.impl.store.lines import ledger_name
-from capture_ledger.impl.study.faults import Fault, FaultyFileSystem
 from capture_ledger.impl.study.freed import freed_by_setup
 from capture_ledger.impl.study.kernel.blocklog import MARK, WRITE, LogRecord, read_log
 from capture_ledger.impl.study.kernel.filesystems import FsConfig, make_image
@@ -42,7 +40,8 @@ from capture_ledger.impl.study.recording import (
     StoreConfig,
     Workload,
     _run_paused,
-    run_operation,
+    lay_baseline,
+    operation_runner,
 )
 
 __all__ = ["LEDGER_DIRECTORY", "KernelRecording", "MarkingRecorder", "record_on_kernel"]
@@ -113,47 +112,11 @@ def _drive(
     """``recording.record`` on ``directory``, through a ``MarkingRecorder``, with ``START``/``END`` marks."""
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
-        with FileLineageStore(directory, fs=inner) as setup_store:
-            for op in workload.setup:
-                run_operation(setup_store, op)
-        for rollout_id in workload.torn:
-            fd = inner.open_append(ledger_name(rollout_id), create=True)
-            assert fd is not None
-            inner.write(fd, b'{"record":{"model_call_id":"tor')
-            inner.close(fd)
+        lay_baseline(workload, directory, inner)
         inner.syncfs()  # the baseline is durable before START
-        running: dict[str, int] = {}
-        seen: dict[tuple[int, str], int] = {}
-
-        def plan(call: str, name: str) -> Fault | None:
-            op = running.get(threading.current_thread().name)
-            for planned in workload.faults:
-                if planned.op == op and planned.call == call:
-                    seen[op, call] = seen.get((op, call), 0) + 1
-                    if seen[op, call] == planned.occurrence:
-                        return planned.fault
-            return None
-
-        seam = FaultyFileSystem(inner, plan=plan) if workload.faults else inner
-        recorder = MarkingRecorder(seam, mark)
+        recorder, run = operation_runner(workload, inner, lambda seam: MarkingRecorder(seam, mark))
         mark("START")
         recorder.progress()
-
-        def run(index: int, store: FileLineageStore, thread: str) -> object:
-            op = workload.ops[index]
-            recorder.invoke(index, repr(op), thread=thread)
-            running[threading.current_thread().name] = index
-            try:
-                outcome = run_operation(store, op)
-            except Exception as error:
-                recorder.returned(index, f"raised {error!r}", raised=True)
-                return error
-            else:
-                recorder.returned(index, repr(outcome))
-                return outcome
-            finally:
-                running.pop(threading.current_thread().name, None)
-
         paused: bool | None = None
         if workload.pause is None:
             with FileLineageStore(directory, fs=recorder, ordering=config.ordering()) as main:
