@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from capture_ledger.impl.outside.readback import observation_of
 from capture_ledger.impl.outside.reader import ImageReader
 from capture_ledger.impl.study.crash import Exploration
-from capture_ledger.impl.study.judgement import CrashViolation, crash_points, judge, show_bytes, spans_at
-from capture_ledger.impl.study.recording import Invoke, Recording, Return
-from capture_ledger.spec.crash.contract import allowed_states
-from capture_ledger.spec.crash.durability import (
-    MODELS,
-    Effect,
-    PersistenceModel,
-    Unsupported,
-    describe_effect,
+from capture_ledger.impl.study.judgement import (
+    Counterexamples,
+    crash_points,
+    crash_prefixes,
+    images_to_judge,
+    spans_at,
+    violations_of,
 )
+from capture_ledger.impl.study.recording import Recording
+from capture_ledger.spec.crash.contract import allowed_states
+from capture_ledger.spec.crash.durability import MODELS, PersistenceModel, Unsupported
 
 __all__ = ["TargetExploration", "explore_target"]
 
@@ -93,59 +94,33 @@ def explore_target(
     reads_before = reader.reads
     reason = _unsupported(recording)
     points = crash_points(recording.trace)
-    images = space_total = violations = 0
+    images = space_total = 0
     sampled = False
-    best: dict[str, list[CrashViolation]] = {}
+    found = Counterexamples(keep)
     if reason is None:
-        effects: list[Effect] = []
-        labels: list[str] = []
-        position = 0
-        for cut in points:
-            if first and best:
+        for cut, effects, labels in crash_prefixes(recording):
+            if first and found.best:
                 break
-            for event in recording.trace[position:cut]:
-                if not isinstance(event, Invoke | Return):
-                    effects.append(event)
-                    labels.append(describe_effect(event, recording.inode_names))
-            position = cut
             spans = spans_at(recording, cut)
             allowed = {rid: allowed_states(spans, rid) for rid in ids}
             space = chosen.space(recording.baseline, effects)
             space_total += space.size
-            if space.size > budget:
-                sampled = True
-                candidates = space.sample(budget, seed=seed + cut)
-            else:
-                candidates = list(space)
-            distinct = list(dict.fromkeys(candidates))
+            distinct, was_sampled = images_to_judge(space, budget, seed=seed + cut)
+            sampled |= was_sampled
             readings = reader.read_many(distinct, ids)  # one round trip per batch of images
             for image, reading in zip(distinct, readings, strict=True):
                 images += 1
                 observation = observation_of(reading, ids, {r: tuple(a) for r, a in allowed.items()})
-                for rid in ids:
-                    observed, problems = judge(observation, rid, ids, spans, allowed[rid])
-                    if not problems:
-                        continue
-                    violations += 1
-                    violation = CrashViolation(
-                        workload=recording.workload.name,
-                        model=chosen.name,
-                        config=recording.config.label,
-                        cut=len(effects),
-                        effects=tuple(labels),
-                        returned=tuple(repr(s.op) for s in spans if s.returned),
-                        pending=tuple(repr(s.op) for s in spans if not s.returned),
-                        image=tuple((n, show_bytes(d)) for n, d in image.files),
-                        rollout_id=rid,
-                        observed=observed,
-                        allowed=tuple(sorted(repr(a) for a in allowed[rid])),
-                        clauses=problems,
-                    )
-                    for clause in problems:
-                        kept = best.setdefault(clause, [])
-                        kept.append(violation)
-                        kept.sort(key=CrashViolation.size)
-                        del kept[keep:]
+                for violation in violations_of(
+                    observation,
+                    image.files,
+                    recording=recording,
+                    model=chosen.name,
+                    labels=labels,
+                    spans=spans,
+                    allowed=allowed,
+                ):
+                    found.add(violation)
     exploration = Exploration(
         workload=recording.workload.name,
         model=chosen.name,
@@ -155,9 +130,9 @@ def explore_target(
         space=space_total,
         distinct=reader.reads - reads_before,
         sampled=sampled or reason is not None,
-        violations=violations,
-        clauses=frozenset(best),
-        examples=tuple(v for clause in sorted(best) for v in best[clause]),
+        violations=found.count,
+        clauses=found.clauses,
+        examples=found.examples,
         seconds=time.perf_counter() - started,
         paused=recording.paused,
     )

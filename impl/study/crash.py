@@ -33,7 +33,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from capture_ledger.impl.study.freed import freed_by_setup
-from capture_ledger.impl.study.judgement import CrashViolation, crash_points, judge, show_bytes, spans_at
+from capture_ledger.impl.study.judgement import (
+    Counterexamples,
+    CrashViolation,
+    crash_points,
+    crash_prefixes,
+    images_to_judge,
+    spans_at,
+    violations_of,
+)
 from capture_ledger.impl.study.observation import (
     READ_BUDGET,
     ImageObserver,
@@ -45,10 +53,8 @@ from capture_ledger.impl.study.observation import (
 )
 from capture_ledger.impl.study.recording import (
     FaultAt,
-    Invoke,
     Pause,
     Recording,
-    Return,
     StoreConfig,
     Workload,
     record,
@@ -58,9 +64,7 @@ from capture_ledger.spec.crash.contract import allowed_states
 from capture_ledger.spec.crash.durability import (
     MODELS,
     DiskImage,
-    Effect,
     PersistenceModel,
-    describe_effect,
 )
 
 __all__ = [
@@ -155,58 +159,31 @@ def explore(
         if observer_cache is not None:
             observer.cache = observer_cache
         distinct_before = len(observer.cache)
-        images = space_total = violations = 0
+        images = space_total = 0
         sampled = False
-        best: dict[str, list[CrashViolation]] = {}
-        effects: list[Effect] = []
-        labels: list[str] = []
-        position = 0
+        found = Counterexamples(keep)
         points = crash_points(recording.trace)
-        for cut in points:
-            for event in recording.trace[position:cut]:
-                if not isinstance(event, Invoke | Return):
-                    effects.append(event)
-                    labels.append(describe_effect(event, recording.inode_names))
-            position = cut
+        for cut, effects, labels in crash_prefixes(recording):
             spans = spans_at(recording, cut)
             allowed = {rid: allowed_states(spans, rid) for rid in ids}
             space = chosen.space(baseline, effects)
             space_total += space.size
-            if space.size > budget:
-                sampled = True
-                candidates = space.sample(budget, seed=seed + cut)
-            else:
-                candidates = list(space)
-            for image in dict.fromkeys(candidates):
+            distinct, was_sampled = images_to_judge(space, budget, seed=seed + cut)
+            sampled |= was_sampled
+            for image in distinct:
                 images += 1
-                observation = observer.observe(image)
-                for rid in ids:
-                    observed, problems = judge(observation, rid, ids, spans, allowed[rid])
-                    if not problems:
-                        continue
-                    violations += 1
-                    violation = CrashViolation(
-                        workload=recording.workload.name,
-                        model=chosen.name,
-                        config=recording.config.label,
-                        cut=len(effects),
-                        effects=tuple(labels),
-                        returned=tuple(repr(s.op) for s in spans if s.returned),
-                        pending=tuple(repr(s.op) for s in spans if not s.returned),
-                        image=tuple((n, show_bytes(d)) for n, d in image.files if not n.startswith(".")),
-                        rollout_id=rid,
-                        observed=observed,
-                        allowed=tuple(sorted(repr(a) for a in allowed[rid])),
-                        clauses=problems,
-                    )
-                    for clause in problems:
-                        kept = best.setdefault(clause, [])
-                        kept.append(violation)
-                        kept.sort(key=CrashViolation.size)
-                        del kept[keep:]
+                for violation in violations_of(
+                    observer.observe(image),
+                    [(n, d) for n, d in image.files if not n.startswith(".")],
+                    recording=recording,
+                    model=chosen.name,
+                    labels=labels,
+                    spans=spans,
+                    allowed=allowed,
+                ):
+                    found.add(violation)
         observer.close()
         seconds = time.perf_counter() - started
-        examples = tuple(v for clause in sorted(best) for v in best[clause])
         return Exploration(
             workload=recording.workload.name,
             model=chosen.name,
@@ -216,9 +193,9 @@ def explore(
             space=space_total,
             distinct=len(observer.cache) - distinct_before,
             sampled=sampled,
-            violations=violations,
-            clauses=frozenset(best),
-            examples=examples,
+            violations=found.count,
+            clauses=found.clauses,
+            examples=found.examples,
             seconds=seconds,
             paused=recording.paused,
         )

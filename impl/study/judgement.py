@@ -5,7 +5,10 @@ Shared by the crash explorer (``crash``, images a persistence model allows) and 
 (``kernel``, images a real kernel recovered). ``spans_at(recording, cut)`` is the history as a crash at
 trace position ``cut`` saw it: every operation invoked before the cut, acknowledged when it returned (without
 raising) before the cut, with real-time order. ``judge`` says what was read for one rollout ID and which
-clauses that breaks; ``CrashViolation`` is the counterexample a report prints.
+clauses that breaks; ``CrashViolation`` is the counterexample a report prints. For the explorers that walk a
+model's image spaces (``crash``'s ``explore`` and ``impl.outside.explorer``): ``crash_prefixes`` walks the
+crash points with the effects issued before each, ``images_to_judge`` draws a space's images within a budget,
+``violations_of`` turns one image's reading into counterexamples, and ``Counterexamples`` keeps the shortest.
 
 Not guaranteed: that the clause named is the only explanation (``contract.broken_clauses`` says how it is
 chosen).
@@ -13,15 +16,26 @@ chosen).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from capture_ledger.impl.study.observation import Observation
 from capture_ledger.impl.study.recording import Invoke, Recording, Return, TraceEvent
 from capture_ledger.spec.core.model import RolloutState
 from capture_ledger.spec.crash.contract import Span, broken_clauses
+from capture_ledger.spec.crash.durability import DiskImage, Effect, ImageSpace, describe_effect
 
-__all__ = ["CrashViolation", "crash_points", "judge", "show_bytes", "spans_at"]
+__all__ = [
+    "Counterexamples",
+    "CrashViolation",
+    "crash_points",
+    "crash_prefixes",
+    "images_to_judge",
+    "judge",
+    "show_bytes",
+    "spans_at",
+    "violations_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +163,101 @@ def crash_points(trace: Sequence[TraceEvent]) -> list[int]:
     """Trace positions just before each effect, and the end."""
     points = [i for i, e in enumerate(trace) if not isinstance(e, Invoke | Return)]
     return [*points, len(trace)]
+
+
+def crash_prefixes(recording: Recording) -> Iterator[tuple[int, Sequence[Effect], Sequence[str]]]:
+    """Each crash point of ``recording`` (``crash_points``), the effects issued before it and their labels.
+
+    The two sequences grow as the walk goes on (copy them to keep them past the next step).
+    """
+    effects: list[Effect] = []
+    labels: list[str] = []
+    position = 0
+    for cut in crash_points(recording.trace):
+        for event in recording.trace[position:cut]:
+            if not isinstance(event, Invoke | Return):
+                effects.append(event)
+                labels.append(describe_effect(event, recording.inode_names))
+        position = cut
+        yield cut, effects, labels
+
+
+def images_to_judge(space: ImageSpace, budget: int, *, seed: int) -> tuple[list[DiskImage], bool]:
+    """The distinct images of ``space`` to judge: all of them, or beyond ``budget`` a sample drawn with
+    ``seed``; and whether it was a sample."""
+    sampled = space.size > budget
+    candidates = space.sample(budget, seed=seed) if sampled else list(space)
+    return list(dict.fromkeys(candidates)), sampled
+
+
+def violations_of(
+    observation: Observation,
+    files: Sequence[tuple[str, bytes]],
+    *,
+    recording: Recording,
+    model: str,
+    labels: Sequence[str],
+    spans: Sequence[Span],
+    allowed: Mapping[str, frozenset[RolloutState]],
+) -> Iterator[CrashViolation]:
+    """A counterexample for each rollout ID of the workload that ``observation`` shows breaking the contract.
+
+    Args:
+        observation: what a fresh store read from the image.
+        files: the image's files as the counterexample shows them.
+        recording: the recording explored.
+        model: the persistence model's name.
+        labels: the effects issued before the crash.
+        spans: the history as the crash saw it (``spans_at``).
+        allowed: the states ``allowed_states`` permits, by rollout ID.
+
+    Returns:
+        The violations, in the order of the workload's IDs.
+    """
+    ids = recording.workload.ids()
+    for rid in ids:
+        observed, problems = judge(observation, rid, ids, spans, allowed[rid])
+        if problems:
+            yield CrashViolation(
+                workload=recording.workload.name,
+                model=model,
+                config=recording.config.label,
+                cut=len(labels),
+                effects=tuple(labels),
+                returned=tuple(repr(s.op) for s in spans if s.returned),
+                pending=tuple(repr(s.op) for s in spans if not s.returned),
+                image=tuple((n, show_bytes(d)) for n, d in files),
+                rollout_id=rid,
+                observed=observed,
+                allowed=tuple(sorted(repr(a) for a in allowed[rid])),
+                clauses=problems,
+            )
+
+
+@dataclass(slots=True)
+class Counterexamples:
+    """The violations found so far: how many, and the ``keep`` shortest (``CrashViolation.size``) of each
+    clause."""
+
+    keep: int = 1
+    count: int = 0
+    best: dict[str, list[CrashViolation]] = field(default_factory=dict)
+
+    def add(self, violation: CrashViolation) -> None:
+        """Count ``violation`` and keep it under each clause it breaks if it is among the shortest."""
+        self.count += 1
+        for clause in violation.clauses:
+            kept = self.best.setdefault(clause, [])
+            kept.append(violation)
+            kept.sort(key=CrashViolation.size)
+            del kept[self.keep :]
+
+    @property
+    def clauses(self) -> frozenset[str]:
+        """Every clause broken."""
+        return frozenset(self.best)
+
+    @property
+    def examples(self) -> tuple[CrashViolation, ...]:
+        """The kept counterexamples, by clause."""
+        return tuple(v for clause in sorted(self.best) for v in self.best[clause])
