@@ -32,11 +32,9 @@ from capture_ledger.impl.study.judgement import (
     crash_points,
     crash_prefixes,
     images_to_judge,
-    spans_at,
     violations_of,
 )
 from capture_ledger.impl.study.recording import Recording
-from capture_ledger.spec.crash.contract import allowed_states
 from capture_ledger.spec.crash.durability import MODELS, PersistenceModel, Unsupported
 
 __all__ = ["TargetExploration", "explore_target"]
@@ -98,27 +96,20 @@ def explore_target(
     sampled = False
     found = Counterexamples(keep)
     if reason is None:
-        for cut, effects, labels in crash_prefixes(recording):
+        for point in crash_prefixes(recording):
             if first and found.best:
                 break
-            spans = spans_at(recording, cut)
-            allowed = {rid: allowed_states(spans, rid) for rid in ids}
-            space = chosen.space(recording.baseline, effects)
+            space = chosen.space(recording.baseline, point.effects)
             space_total += space.size
-            distinct, was_sampled = images_to_judge(space, budget, seed=seed + cut)
+            distinct, was_sampled = images_to_judge(space, budget, seed=seed + point.cut)
             sampled |= was_sampled
             readings = reader.read_many(distinct, ids)  # one round trip per batch of images
             for image, reading in zip(distinct, readings, strict=True):
                 images += 1
-                observation = observation_of(reading, ids, {r: tuple(a) for r, a in allowed.items()})
+                allowed = {r: tuple(a) for r, a in point.allowed.items()}
+                observation = observation_of(reading, ids, allowed)
                 for violation in violations_of(
-                    observation,
-                    image.files,
-                    recording=recording,
-                    model=chosen.name,
-                    labels=labels,
-                    spans=spans,
-                    allowed=allowed,
+                    point, observation, image.files, recording=recording, model=chosen.name
                 ):
                     found.add(violation)
     exploration = Exploration(

@@ -39,7 +39,6 @@ from capture_ledger.impl.study.judgement import (
     crash_points,
     crash_prefixes,
     images_to_judge,
-    spans_at,
     violations_of,
 )
 from capture_ledger.impl.study.observation import (
@@ -60,7 +59,6 @@ from capture_ledger.impl.study.recording import (
     record,
     run_operation,
 )
-from capture_ledger.spec.crash.contract import allowed_states
 from capture_ledger.spec.crash.durability import (
     MODELS,
     DiskImage,
@@ -163,23 +161,17 @@ def explore(
         sampled = False
         found = Counterexamples(keep)
         points = crash_points(recording.trace)
-        for cut, effects, labels in crash_prefixes(recording):
-            spans = spans_at(recording, cut)
-            allowed = {rid: allowed_states(spans, rid) for rid in ids}
-            space = chosen.space(baseline, effects)
+        for point in crash_prefixes(recording):
+            space = chosen.space(baseline, point.effects)
             space_total += space.size
-            distinct, was_sampled = images_to_judge(space, budget, seed=seed + cut)
+            distinct, was_sampled = images_to_judge(space, budget, seed=seed + point.cut)
             sampled |= was_sampled
             for image in distinct:
                 images += 1
+                observation = observer.observe(image)
+                shown = [(n, d) for n, d in image.files if not n.startswith(".")]
                 for violation in violations_of(
-                    observer.observe(image),
-                    [(n, d) for n, d in image.files if not n.startswith(".")],
-                    recording=recording,
-                    model=chosen.name,
-                    labels=labels,
-                    spans=spans,
-                    allowed=allowed,
+                    point, observation, shown, recording=recording, model=chosen.name
                 ):
                     found.add(violation)
         observer.close()

@@ -7,8 +7,9 @@ trace position ``cut`` saw it: every operation invoked before the cut, acknowled
 raising) before the cut, with real-time order. ``judge`` says what was read for one rollout ID and which
 clauses that breaks; ``CrashViolation`` is the counterexample a report prints. For the explorers that walk a
 model's image spaces (``crash``'s ``explore`` and ``impl.outside.explorer``): ``crash_prefixes`` walks the
-crash points with the effects issued before each, ``images_to_judge`` draws a space's images within a budget,
-``violations_of`` turns one image's reading into counterexamples, and ``Counterexamples`` keeps the shortest.
+crash points (``CrashPoint``: the effects issued before each, the history and the allowed states),
+``images_to_judge`` draws a space's images within a budget, ``violations_of`` turns one image's reading into
+counterexamples, and ``Counterexamples`` keeps the shortest.
 
 Not guaranteed: that the clause named is the only explanation (``contract.broken_clauses`` says how it is
 chosen).
@@ -22,11 +23,12 @@ from dataclasses import dataclass, field
 from capture_ledger.impl.study.observation import Observation
 from capture_ledger.impl.study.recording import Invoke, Recording, Return, TraceEvent
 from capture_ledger.spec.core.model import RolloutState
-from capture_ledger.spec.crash.contract import Span, broken_clauses
+from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
 from capture_ledger.spec.crash.durability import DiskImage, Effect, ImageSpace, describe_effect
 
 __all__ = [
     "Counterexamples",
+    "CrashPoint",
     "CrashViolation",
     "crash_points",
     "crash_prefixes",
@@ -165,13 +167,26 @@ def crash_points(trace: Sequence[TraceEvent]) -> list[int]:
     return [*points, len(trace)]
 
 
-def crash_prefixes(recording: Recording) -> Iterator[tuple[int, Sequence[Effect], Sequence[str]]]:
-    """Each crash point of ``recording`` (``crash_points``), the effects issued before it and their labels.
+@dataclass(frozen=True, slots=True)
+class CrashPoint:
+    """A crash at trace position ``cut``: the effects issued before it and their labels, the history as it
+    saw it (``spans_at``) and the states ``allowed_states`` permits each rollout ID of the workload.
 
-    The two sequences grow as the walk goes on (copy them to keep them past the next step).
+    ``effects`` and ``labels`` grow as ``crash_prefixes`` walks on: copy them to keep them past its next step.
     """
+
+    cut: int
+    effects: Sequence[Effect]
+    labels: Sequence[str]
+    spans: tuple[Span, ...]
+    allowed: Mapping[str, frozenset[RolloutState]]
+
+
+def crash_prefixes(recording: Recording) -> Iterator[CrashPoint]:
+    """Each crash point of ``recording`` (``crash_points``), in trace order."""
     effects: list[Effect] = []
     labels: list[str] = []
+    ids = recording.workload.ids()
     position = 0
     for cut in crash_points(recording.trace):
         for event in recording.trace[position:cut]:
@@ -179,7 +194,8 @@ def crash_prefixes(recording: Recording) -> Iterator[tuple[int, Sequence[Effect]
                 effects.append(event)
                 labels.append(describe_effect(event, recording.inode_names))
         position = cut
-        yield cut, effects, labels
+        spans = spans_at(recording, cut)
+        yield CrashPoint(cut, effects, labels, spans, {rid: allowed_states(spans, rid) for rid in ids})
 
 
 def images_to_judge(space: ImageSpace, budget: int, *, seed: int) -> tuple[list[DiskImage], bool]:
@@ -191,45 +207,41 @@ def images_to_judge(space: ImageSpace, budget: int, *, seed: int) -> tuple[list[
 
 
 def violations_of(
+    point: CrashPoint,
     observation: Observation,
     files: Sequence[tuple[str, bytes]],
     *,
     recording: Recording,
     model: str,
-    labels: Sequence[str],
-    spans: Sequence[Span],
-    allowed: Mapping[str, frozenset[RolloutState]],
 ) -> Iterator[CrashViolation]:
     """A counterexample for each rollout ID of the workload that ``observation`` shows breaking the contract.
 
     Args:
+        point: where the crash happened.
         observation: what a fresh store read from the image.
         files: the image's files as the counterexample shows them.
         recording: the recording explored.
         model: the persistence model's name.
-        labels: the effects issued before the crash.
-        spans: the history as the crash saw it (``spans_at``).
-        allowed: the states ``allowed_states`` permits, by rollout ID.
 
     Returns:
         The violations, in the order of the workload's IDs.
     """
     ids = recording.workload.ids()
     for rid in ids:
-        observed, problems = judge(observation, rid, ids, spans, allowed[rid])
+        observed, problems = judge(observation, rid, ids, point.spans, point.allowed[rid])
         if problems:
             yield CrashViolation(
                 workload=recording.workload.name,
                 model=model,
                 config=recording.config.label,
-                cut=len(labels),
-                effects=tuple(labels),
-                returned=tuple(repr(s.op) for s in spans if s.returned),
-                pending=tuple(repr(s.op) for s in spans if not s.returned),
+                cut=len(point.labels),
+                effects=tuple(point.labels),
+                returned=tuple(repr(s.op) for s in point.spans if s.returned),
+                pending=tuple(repr(s.op) for s in point.spans if not s.returned),
                 image=tuple((n, show_bytes(d)) for n, d in files),
                 rollout_id=rid,
                 observed=observed,
-                allowed=tuple(sorted(repr(a) for a in allowed[rid])),
+                allowed=tuple(sorted(repr(a) for a in point.allowed[rid])),
                 clauses=problems,
             )
 
