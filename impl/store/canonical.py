@@ -53,20 +53,7 @@ def _plain(row: dict[Any, Any]) -> bool:
     """Whether every key and value of ``row`` (recursively) is of a type the fast path writes as ``json``
     does. Nesting too deep for ``orjson`` makes it raise, which also sends the row to the spec's path."""
     simple = _SIMPLE
-    stack: list[Any] = []
-    for key, value in row.items():
-        if type(key) is not str:
-            return False
-        kind = type(value)
-        if kind in simple:
-            continue
-        if kind is float:
-            if value != 0.0 and not 1e-4 <= abs(value) < 1e16:
-                return False  # not finite, or written with an exponent: the spec's path
-        elif kind is dict or kind is list:
-            stack.append(value)
-        else:
-            return False
+    stack: list[Any] = [row]
     while stack:
         container = stack.pop()
         if type(container) is dict:
@@ -82,7 +69,7 @@ def _plain(row: dict[Any, Any]) -> bool:
                 continue
             if kind is float:
                 if value != 0.0 and not 1e-4 <= abs(value) < 1e16:
-                    return False
+                    return False  # not finite, or written with an exponent: the spec's path
             elif kind is dict or kind is list:
                 stack.append(value)
             else:
