@@ -289,9 +289,8 @@ class OsFileSystem:
         os.ftruncate(fd, size)
 
     def generation(self, stripe: int, slot: int) -> int:
-        if not 0 <= slot < GENERATION_SLOTS:
-            raise ValueError(f"generation slot {slot} outside 0..{GENERATION_SLOTS - 1}")
-        return int.from_bytes(os.pread(self._lock_fds[stripe], 8, slot * 8), "little")  # b"" reads 0
+        raw = os.pread(self._lock_fds[stripe], 8, _slot_offset(slot))
+        return int.from_bytes(raw, "little")  # a counter never written reads b"": 0
 
     def advance_generation(self, stripe: int, slot: int) -> None:
         value = (self.generation(stripe, slot) + 1) % (1 << 64)
