@@ -35,6 +35,7 @@ from typing import Any
 from capture_ledger.spec.concurrency.history import Event, apply_operation, observe
 from capture_ledger.spec.core.model import Operation
 from capture_ledger.spec.core.protocol import OPERATIONS
+from capture_ledger.spec.kit.calls import error_text
 from capture_ledger.spec.kit.stress.mix import Scene
 
 __all__ = ["Call", "Clock", "RoundRecord", "monotonic", "run_round", "uses_coroutines"]
@@ -83,13 +84,6 @@ class RoundRecord:
     def hung(self) -> bool:
         """Whether a call hung."""
         return any(call.hung for call in self.calls)
-
-
-def _text(error: BaseException) -> str:
-    try:
-        return f"{type(error).__name__}: {error}"
-    except BaseException:  # the exception's own __str__ failed
-        return type(error).__name__
 
 
 def uses_coroutines(factory: Callable[..., Any], ledger: Any | None = None) -> bool:
@@ -148,7 +142,7 @@ class _Clients:
             result = observe(op, outcome)
             call = Call(Event(number, op, invoked, returned, result))
         except Exception as problem:  # an exception no operation may raise, or a value of no shape
-            text = _text(outcome) if isinstance(outcome, BaseException) else str(problem)
+            text = error_text(outcome) if isinstance(outcome, BaseException) else str(problem)
             call = Call(Event(number, op, invoked), raised=text, ended=returned)
         with self.lock:
             self.current.pop(client, None)
@@ -176,7 +170,7 @@ def _within(budget: float, job: Callable[[], Any]) -> tuple[str, Any]:
         try:
             box.append(("ok", job()))
         except BaseException as error:  # the ledger's: any exception is its outcome
-            box.append(("raised", _text(error)))
+            box.append(("raised", error_text(error)))
 
     thread = threading.Thread(target=run, name="capture-ledger-stress-open", daemon=True)
     thread.start()
@@ -203,7 +197,6 @@ def _watch(
 
 
 def _run_threads(
-    factory: Callable[[Path], Any],
     handles: Sequence[Any],
     scenes: Sequence[Scene],
     clients: _Clients,
@@ -266,7 +259,7 @@ def _run_tasks(
             try:
                 handles.append(await asyncio.wait_for(open_one(), budget))
             except BaseException as error:  # the factory's outcome
-                setup.append(f"the factory raised {_text(error)}")
+                setup.append(f"the factory raised {error_text(error)}")
                 return
         barrier = asyncio.Barrier(count)
         between = clients.between_scenes
@@ -373,7 +366,7 @@ def run_round(
             opened=opened,
         )
         return RoundRecord(clients.finish(), setup)
-    _run_threads(factory, opened, scenes, clients, budget)
+    _run_threads(opened, scenes, clients, budget)
     if not clients.stop.is_set():
         for ledger in opened:
             _within(budget, functools.partial(_close, ledger))
