@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Self
 
 from capture_ledger.impl.http.serving import ServeOptions, ServerProcess
+from capture_ledger.impl.store.lines import FENCE_SUFFIX, LEDGER_SUFFIX
 
 __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]
 
@@ -52,13 +53,13 @@ def measure(directory: Path) -> DirectoryState:
     fences = 0
     with os.scandir(directory) as entries:
         for entry in entries:
-            if entry.name.endswith(".lineage.jsonl"):
+            if entry.name.endswith(LEDGER_SUFFIX):
                 try:
                     ledger_bytes += entry.stat().st_size
                 except FileNotFoundError:
                     continue
-                ledgers.append(entry.name.removesuffix(".lineage.jsonl"))
-            elif entry.name.endswith(".lineage.retired"):
+                ledgers.append(entry.name.removesuffix(LEDGER_SUFFIX))
+            elif entry.name.endswith(FENCE_SUFFIX):
                 fences += 1
     return DirectoryState(len(ledgers), ledger_bytes, fences, tuple(sorted(ledgers)))
 
