@@ -40,7 +40,7 @@ from capture_ledger.impl.http.routes import PREFIX, manifest_route
 from capture_ledger.impl.simulate.cluster import Cluster, DirectoryState, Server, measure
 from capture_ledger.impl.simulate.inference import INFERENCE_ROUTE
 from capture_ledger.impl.simulate.outcome import ArmOutcome
-from capture_ledger.impl.simulate.removals import RemovalQueue, RemovalServerError, resending
+from capture_ledger.impl.simulate.removals import RemovalQueue, RemovalRequests, RemovalServerError, resending
 from capture_ledger.impl.simulate.scenario import Arm, Scenario
 from capture_ledger.impl.simulate.scrape import WorkerMetrics, scrape_every_worker
 
@@ -60,7 +60,9 @@ def rollout_id(index: int) -> str:
     return f"rollout-{index:06d}"
 
 
-def _sum_states(states: list[DirectoryState]) -> DirectoryState:
+def _measure_all(servers: list[Server]) -> DirectoryState:
+    """What the directories of ``servers`` hold together (blocking: run it in a thread)."""
+    states = [measure(server.directory) for server in servers]
     names = tuple(sorted(name for state in states for name in state.ledger_names))
     return DirectoryState(
         sum(s.ledgers for s in states),
@@ -68,6 +70,12 @@ def _sum_states(states: list[DirectoryState]) -> DirectoryState:
         sum(s.fences for s in states),
         names,
     )
+
+
+def _add_cost(total: RemovalRequests, cost: RemovalRequests) -> None:
+    total.requests += cost.requests
+    total.ids += cost.ids
+    total.seconds += cost.seconds
 
 
 class _Slot:
@@ -345,8 +353,7 @@ class ArmDriver:
     # ---------------------------------------------------------------------------------------- run
     async def _sample(self) -> None:
         while True:
-            states = await asyncio.to_thread(lambda: [measure(s.directory) for s in self.servers])
-            total = _sum_states(states)
+            total = await asyncio.to_thread(_measure_all, self.servers)
             self.outcome.samples.append(
                 (time.monotonic() - self.started, total.ledger_bytes, total.ledgers, total.fences)
             )
@@ -424,17 +431,14 @@ class ArmDriver:
     async def _finish(self) -> None:
         o = self.outcome
         for queue in self._queues:
-            o.removals.requests += queue.cost.requests
-            o.removals.ids += queue.cost.ids
-            o.removals.seconds += queue.cost.seconds
+            _add_cost(o.removals, queue.cost)
             for key, value in queue.cost.outcomes.items():
                 o.removals.outcomes[key] += value
         for queue in self._queues + self._wrong:
             o.requests_resent += queue.cost.resent
             for error in queue.errors:
                 self._error(f"{queue.operation}: {error}")
-        states = await asyncio.to_thread(lambda: [measure(s.directory) for s in self.servers])
-        o.before_delete = _sum_states(states)
+        o.before_delete = await asyncio.to_thread(_measure_all, self.servers)
         if self.arm.removal is not None:  # a ledger of a removed rollout was re-created after the removal
             for name in o.before_delete.ledger_names:
                 index = int(name.rsplit("-", 1)[1])
@@ -452,8 +456,6 @@ class ArmDriver:
             ids = sorted(self.sent[k])
             for start in range(0, len(ids), self.scenario.batch):
                 await queue.send(ids[start : start + self.scenario.batch])
-            o.final_delete.requests += queue.cost.requests
-            o.final_delete.ids += queue.cost.ids
-            o.final_delete.seconds += queue.cost.seconds
+            _add_cost(o.final_delete, queue.cost)
         o.end_metrics = await self._scrape()
-        o.end = _sum_states(await asyncio.to_thread(lambda: [measure(s.directory) for s in self.servers]))
+        o.end = await asyncio.to_thread(_measure_all, self.servers)
