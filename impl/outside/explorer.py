@@ -104,9 +104,9 @@ def explore_target(
             distinct, was_sampled = images_to_judge(space, budget, seed=seed + point.cut)
             sampled |= was_sampled
             readings = reader.read_many(distinct, ids)  # one round trip per batch of images
+            allowed = {r: tuple(a) for r, a in point.allowed.items()}
             for image, reading in zip(distinct, readings, strict=True):
                 images += 1
-                allowed = {r: tuple(a) for r, a in point.allowed.items()}
                 observation = observation_of(reading, ids, allowed)
                 for violation in violations_of(
                     point, observation, image.files, recording=recording, model=chosen.name
