@@ -30,23 +30,19 @@ from capture_ledger.spec.core.model import (
     FailureEntry,
     Live,
     ManifestValue,
+    Ok,
+    ReadManifest,
     RecordEntry,
     RolloutState,
+    step_rollout,
 )
 
-__all__ = ["manifest_of", "observation_of", "state_of"]
+__all__ = ["observation_of", "state_of"]
 
 
-def manifest_of(state: RolloutState) -> ManifestValue | None:
-    """What ``manifest`` reads for ``state`` (``None``: it raises ``RolloutRetiredError``)."""
-    if state == RETIRED:
-        return None
-    if isinstance(state, Live):
-        return ManifestValue(
-            tuple(e.canonical for e in state.entries if isinstance(e, RecordEntry)),
-            tuple((e.model_call_id, e.reason) for e in state.entries if isinstance(e, FailureEntry)),
-        )
-    return ManifestValue()
+def _reads_as(state: RolloutState, value: ManifestValue) -> bool:
+    """Whether ``manifest`` reads ``value`` from ``state``, as the model says (R-READ-1..3)."""
+    return step_rollout(state, "", ReadManifest(""))[1] == Ok(value)
 
 
 def _model_call_id(canonical: str) -> str:
@@ -94,9 +90,7 @@ def state_of(
             if fenced:
                 problems.append("admit refused an ID whose manifest is empty and not retired")
         else:
-            match = [
-                s for s in allowed if isinstance(s, Live) and s.fenced == fenced and manifest_of(s) == value
-            ]
+            match = [s for s in allowed if isinstance(s, Live) and s.fenced == fenced and _reads_as(s, value)]
             entries = tuple(RecordEntry(_model_call_id(r), r) for r in records) + tuple(
                 FailureEntry(m, r) for m, r in failures
             )
