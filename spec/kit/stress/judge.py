@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
-from capture_ledger.spec.kit.stress.running import Call
-from capture_ledger.spec.kit.stress.shrink import decide, explaining_witness, project, touches
+from capture_ledger.spec.kit.stress.running import Call, in_invocation_order
+from capture_ledger.spec.kit.stress.shrink import calls_on, decide, explaining_witness, project
 from capture_ledger.spec.kit.stress.witness import op_text, outcome_text, timeline
 
 __all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
@@ -64,16 +64,15 @@ class Judgement:
 
 
 def _end(call: Call) -> float:
-    if call.event.returned is not None:
-        return call.event.returned
-    return call.ended if call.ended is not None else float("inf")
+    finished = call.finished
+    return float("inf") if finished is None else finished
 
 
 def overlapping(calls: Sequence[Call], focus: Call) -> tuple[Call, ...]:
     """``focus`` and the calls that ran at some instant while it ran, in order of invocation."""
     start, end = focus.event.invoked, _end(focus)
     chosen = [c for c in calls if c is focus or (c.event.invoked <= end and _end(c) >= start)]
-    return tuple(sorted(chosen, key=lambda c: (c.event.invoked, c.event.client)))
+    return tuple(in_invocation_order(chosen))
 
 
 def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Judgement:
@@ -83,9 +82,7 @@ def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], ri
 
 def _expected(calls: Sequence[Call], rollout_id: str, culprit: Call) -> str:
     """What the checker says the model gives where ``culprit`` went wrong (``""`` if it cannot say soon)."""
-    mine = sorted(
-        (c for c in calls if touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
-    )
+    mine = calls_on(calls, rollout_id)
     prefix = mine[: mine.index(culprit) + 1] if culprit in mine else mine
     found = check_history([project(c.event, rollout_id) for c in prefix], budget=_EXPLAIN_STEPS)
     if not isinstance(found, Violation) or "after which " not in found.explanation:

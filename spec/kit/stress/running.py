@@ -27,7 +27,7 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit.calls import error_text
 from capture_ledger.spec.kit.stress.mix import Scene
 
-__all__ = ["Call", "Clock", "RoundRecord", "monotonic", "run_round", "uses_coroutines"]
+__all__ = ["Call", "Clock", "RoundRecord", "in_invocation_order", "monotonic", "run_round", "uses_coroutines"]
 
 #: A clock shared by every client: nanoseconds, as a float.
 Clock = Callable[[], float]
@@ -65,6 +65,16 @@ class Call:
     raised: str = ""
     ended: float | None = None
     hung: bool = False
+
+    @property
+    def finished(self) -> float | None:
+        """When the call ended (it returned, or raised that exception); ``None`` if it never did."""
+        return self.event.returned if self.event.returned is not None else self.ended
+
+
+def in_invocation_order(calls: Iterable[Call]) -> list[Call]:
+    """``calls`` in order of invocation (ties by client number)."""
+    return sorted(calls, key=lambda call: (call.event.invoked, call.event.client))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +169,7 @@ class _Clients:
         with self.lock:
             hung = [Call(Event(self.base + c, op, t), hung=True) for c, (op, t) in self.current.items()]
             calls = [*self.calls, *hung]
-        return tuple(sorted(calls, key=lambda call: (call.event.invoked, call.event.client)))
+        return tuple(in_invocation_order(calls))
 
 
 def _within(budget: float, job: Callable[[], Any]) -> tuple[str, Any]:

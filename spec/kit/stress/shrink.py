@@ -32,16 +32,16 @@ short by it is still non-linearizable, only maybe not minimal).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import _Budget, _search, partition
 from capture_ledger.spec.core.model import Delete, Removal, Retire, rollout_ids_of
 from capture_ledger.spec.core.model import Ok as ModelOk
-from capture_ledger.spec.kit.stress.running import Call
+from capture_ledger.spec.kit.stress.running import Call, in_invocation_order
 
-__all__ = ["MAX_CHECKS", "STEPS", "decide", "explaining_witness", "project", "touches"]
+__all__ = ["MAX_CHECKS", "STEPS", "calls_on", "decide", "explaining_witness", "project", "touches"]
 
 #: Search steps for each check while shrinking.
 STEPS = 100_000
@@ -94,6 +94,11 @@ def touches(event: Event, rollout_id: str) -> bool:
     """Whether ``event``'s operation names ``rollout_id`` (a valid one)."""
     ids = rollout_ids_of(event.op)
     return isinstance(ids, list) and rollout_id in ids
+
+
+def calls_on(calls: Iterable[Call], rollout_id: str) -> list[Call]:
+    """The calls whose operation names ``rollout_id``, in order of invocation."""
+    return in_invocation_order(c for c in calls if touches(c.event, rollout_id))
 
 
 class _Checks:
@@ -155,9 +160,7 @@ def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Ca
         The witness's calls (the original calls, batches whole), in order of invocation; how many calls
         on the ID the shortest failing prefix has; and whether the witness explains (condition 2 holds).
     """
-    mine = sorted(
-        (c for c in calls if touches(c.event, rollout_id)), key=lambda c: (c.event.invoked, c.event.client)
-    )
+    mine = calls_on(calls, rollout_id)
     projected = {id(c): project(c.event, rollout_id) for c in mine}
     checks = _Checks()
 

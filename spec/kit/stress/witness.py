@@ -27,7 +27,7 @@ from capture_ledger.spec.core.model import (
     Result,
     Retire,
 )
-from capture_ledger.spec.kit.stress.running import Call
+from capture_ledger.spec.kit.stress.running import Call, in_invocation_order
 
 __all__ = ["BAR", "op_text", "outcome_text", "result_text", "timeline"]
 
@@ -106,11 +106,11 @@ def timeline(calls: Sequence[Call], heading: str) -> str:
     Returns:
         The lines joined by newlines, without a final newline.
     """
-    ordered = sorted(calls, key=lambda call: (call.event.invoked, call.event.client))
+    ordered = in_invocation_order(calls)
     if not ordered:
         return heading
     origin = ordered[0].event.invoked
-    ends = [c.event.returned if c.event.returned is not None else c.ended for c in ordered]
+    ends = [c.finished for c in ordered]
     finish = max([c.event.invoked for c in ordered] + [e for e in ends if e is not None])
     span = finish - origin
     lines = [heading]
