@@ -10,7 +10,7 @@ For each workload, store configuration and file-system configuration, ``kernel_c
    place on the mounted image (``observation.ImageObserver``: what the store raises, leaves unreadable or
    hangs on becomes the verdict);
 4. judges it at every point of its crash window exactly as the model study does (``judgement``:
-   ``spans_at``, ``allowed_states``, ``judge``);
+   ``CrashPoint``, ``violations_of``);
 5. compares its reader class with the classes each persistence model allows in that window (``compare``):
    a state outside the matching model (``FsConfig.model``) is a finding against the model, reported with
    its block-level timeline (``timeline``); ``model_only`` counts the model's classes no state produced.
@@ -28,7 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capture_ledger.impl.store.fs import lock_file_name
-from capture_ledger.impl.study.judgement import CrashViolation, judge, show_bytes, spans_at
+from capture_ledger.impl.study.judgement import (
+    CrashPoint,
+    CrashViolation,
+    show_bytes,
+    spans_at,
+    violations_of,
+)
 from capture_ledger.impl.study.kernel.compare import ModelView, ReaderClass, TraceWindow, reader_class
 from capture_ledger.impl.study.kernel.filesystems import BLOCK_SIZE, FsConfig
 from capture_ledger.impl.study.kernel.recorder import KernelRecording, record_on_kernel
@@ -37,8 +43,7 @@ from capture_ledger.impl.study.kernel.states import CrashState, Epoch, crash_sta
 from capture_ledger.impl.study.kernel.timeline import block_timeline
 from capture_ledger.impl.study.observation import READ_BUDGET, ImageObserver, OpenStore, default_opener
 from capture_ledger.impl.study.recording import Invoke, Return, StoreConfig, Workload
-from capture_ledger.spec.core.model import RolloutState
-from capture_ledger.spec.crash.contract import Span, allowed_states
+from capture_ledger.spec.crash.contract import allowed_states
 from capture_ledger.spec.crash.durability import MODELS, PersistenceModel, describe_effect
 
 __all__ = ["KernelBroken", "KernelCell", "OutsideModel", "kernel_cell", "trace_window"]
@@ -120,24 +125,22 @@ def trace_window(marks: Sequence[tuple[int, int]], low: int, high: int, length: 
 
 
 class _Judge:
-    """Histories and allowed states per trace cut, computed once per recording."""
+    """The crash point at each trace cut (``judgement.CrashPoint``: effects, history, allowed states),
+    computed once per recording."""
 
     def __init__(self, recorded: KernelRecording) -> None:
         self.recording = recorded.recording
         self.ids = self.recording.workload.ids()
-        self._cache: dict[int, tuple[tuple[Span, ...], dict[str, frozenset[RolloutState]]]] = {}
+        self._cache: dict[int, CrashPoint] = {}
 
-    def at(self, cut: int) -> tuple[tuple[Span, ...], dict[str, frozenset[RolloutState]]]:
+    def at(self, cut: int) -> CrashPoint:
         if cut not in self._cache:
+            effects = [e for e in self.recording.trace[:cut] if not isinstance(e, Invoke | Return)]
+            labels = [describe_effect(e, self.recording.inode_names) for e in effects]
             spans = spans_at(self.recording, cut)
-            self._cache[cut] = (spans, {rid: allowed_states(spans, rid) for rid in self.ids})
+            allowed = {rid: allowed_states(spans, rid) for rid in self.ids}
+            self._cache[cut] = CrashPoint(cut, effects, labels, spans, allowed)
         return self._cache[cut]
-
-
-def _labels(recorded: KernelRecording, cut: int) -> tuple[str, ...]:
-    trace = recorded.recording.trace[:cut]
-    names = recorded.recording.inode_names
-    return tuple(describe_effect(e, names) for e in trace if not isinstance(e, Invoke | Return))
 
 
 def kernel_cell(
@@ -188,6 +191,7 @@ def kernel_cell(
     views = {m.name: ModelView(recorded.recording, m, locks) for m in chosen}
     judging = _Judge(recorded)
     ids = judging.ids
+    kernel = f"{fs.name} (kernel)"
     inside = dict.fromkeys(views, 0)
     outside = _Outside(recorded, found, workload, views, keep)
     unknown = dict.fromkeys(views, 0)
@@ -236,26 +240,10 @@ def kernel_cell(
                     else:
                         outside.note(name, state, files)
                 for cut in window.cuts:
-                    spans, allowed = judging.at(cut)
-                    for rid in ids:
-                        observed, problems = judge(observation, rid, ids, spans, allowed[rid])
-                        if not problems:
-                            continue
-                        violation = CrashViolation(
-                            workload=workload.name,
-                            model=f"{fs.name} (kernel)",
-                            config=config.label,
-                            cut=views[chosen[0].name].effects_before(cut),
-                            effects=_labels(recorded, cut),
-                            returned=tuple(repr(s.op) for s in spans if s.returned),
-                            pending=tuple(repr(s.op) for s in spans if not s.returned),
-                            image=files,
-                            rollout_id=rid,
-                            observed=observed,
-                            allowed=tuple(sorted(repr(a) for a in allowed[rid])),
-                            clauses=problems,
-                        )
-                        for clause in problems:
+                    for violation in violations_of(
+                        judging.at(cut), observation, image.files, recording=judging.recording, model=kernel
+                    ):
+                        for clause in violation.clauses:
                             kept = best.setdefault(clause, [])
                             if len(kept) < keep or violation.size() < kept[-1].violation.size():
                                 timeline = block_timeline(recorded, found, state)
