@@ -22,6 +22,8 @@ failures, conflicting rows or torn lines (see ``steps``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from capture_ledger.spec.concurrency.steps import (
     AdmitCall,
     Config,
@@ -84,6 +86,17 @@ def _create_fence(s: Stepper, rid: str, then: str) -> str:
     s.set_fence(rid, True)
     s.go(then)
     return f"create fence of {rid}"
+
+
+def _sync_point(s: Stepper, passed: Callable[[], None]) -> str | None:
+    """A removal's step at its sync point (``Stepper.at_sync_point``): ``None`` while it waits; once the
+    sync is passed, ``passed()`` moves the client on."""
+    step = s.at_sync_point()
+    if step is None:
+        return None
+    if step[0]:
+        passed()
+    return step[1]
 
 
 def _manifest(rows: tuple[Row, ...]) -> model.Result:
@@ -235,14 +248,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         return f"unlock stripe of {rid}" + s.request_sync("p1.sync", index=0)
     if pc == "p1.sync":
         # R-STORE-4: one directory sync per non-empty batch, even when no fence was written.
-        step = s.at_sync_point()
-        if step is None or not step[0]:
-            return None if step is None else step[1]
-        if second:
-            s.go("p2.lock", index=0)
-        else:
-            _end_retire(s, call)
-        return step[1]
+        return _sync_point(s, lambda: s.go("p2.lock", index=0) if second else _end_removal(s, call))
     if pc == "p2.lock":
         return _lock(s, rid, "p2.check" if s.guards.recheck_fence or not fence_first else "p2.unlink")
     if pc == "p2.check":
@@ -264,30 +270,23 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         elif local.flag or not fence_first:
             return f"unlock stripe of {rid}" + s.request_sync("p2.sync")
         else:
-            _end_retire(s, call)
+            _end_removal(s, call)
         return f"unlock stripe of {rid}"
-    step = s.at_sync_point()  # p2.sync: one more directory sync if anything was unlinked (or fenced)
-    if step is None or not step[0]:
-        return None if step is None else step[1]
-    _end_retire(s, call)
-    return step[1]
+    # p2.sync: one more directory sync if anything was unlinked (or fenced)
+    return _sync_point(s, lambda: _end_removal(s, call))
 
 
-def _end_retire(s: Stepper, call: RetireCall) -> None:
+def _end_removal(s: Stepper, call: RetireCall | DeleteCall) -> None:
+    """Return what the removal removed (R-RETIRE-1..2, R-DELETE-1..2)."""
     had = s.local.had
     absent = tuple(i for i in call.rollout_ids if i not in had)
-    s.finish(model.Ok(model.Removal(had, absent)))  # R-RETIRE-1..2
+    s.finish(model.Ok(model.Removal(had, absent)))
 
 
 def _delete(s: Stepper, call: DeleteCall) -> str | None:
     ids, local, pc = call.rollout_ids, s.local, s.local.pc
     if pc == "sync":
-        step = s.at_sync_point()
-        if step is None or not step[0]:
-            return None if step is None else step[1]
-        removed = local.had
-        s.finish(model.Ok(model.Removal(removed, tuple(i for i in ids if i not in removed))))  # R-DELETE-1..2
-        return step[1]
+        return _sync_point(s, lambda: _end_removal(s, call))
     rid = ids[local.index]
     if pc in ("start", "lock"):
         return _lock(s, rid, "ledger")
