@@ -10,6 +10,7 @@ import none of the HTTP stack (checked in a fresh interpreter).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.cli.main import main
-from capture_ledger.impl.cli.targets import TargetError, load_target
+from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli.targets import TargetError, bind_options, load_target, parse_options
 from capture_ledger.reference.mutants import open_reference
 
 HTTP_STACK = ("fastapi", "starlette", "uvicorn", "httpx")
@@ -161,3 +163,24 @@ def test_the_serve_command_does_import_it_when_it_runs() -> None:
         "assert main(['serve', '--dir', '/dev/null/x', '--port', '0']) == 2\n"  # refused after it loads
     )
     assert _imported_after(code) == ["fastapi", "httpx", "starlette", "uvicorn"]
+
+
+def test_factory_options_parse_as_json_or_text_and_bind_as_keywords() -> None:
+    """``--option KEY=VALUE`` of ``stress`` and ``crash --target``: JSON when it reads as JSON, else text."""
+    options = parse_options(["fence_sync=file", "stripes=8", 'extra={"a": [1]}', "stripes=4", "empty="])
+    assert options == {"fence_sync": "file", "stripes": 4, "extra": {"a": [1]}, "empty": ""}
+    for bad in ("no-equals", "=value"):
+        with pytest.raises(UsageError, match="KEY=VALUE"):
+            parse_options([bad])
+
+    def opener(workspace: Path, **kwargs: object) -> tuple[Path, dict[str, object]]:
+        return workspace, kwargs
+
+    async def async_opener(workspace: Path, **kwargs: object) -> tuple[Path, dict[str, object]]:
+        return workspace, kwargs
+
+    assert bind_options(opener, {}) is opener
+    assert bind_options(opener, {"stripes": 4})(Path("w")) == (Path("w"), {"stripes": 4})
+    bound = bind_options(async_opener, {"stripes": 4})
+    assert asyncio.iscoroutinefunction(bound)
+    assert asyncio.run(bound(Path("w"))) == (Path("w"), {"stripes": 4})

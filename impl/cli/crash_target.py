@@ -17,36 +17,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import load_target
+from capture_ledger.impl.cli.targets import load_target, parse_options
 from capture_ledger.impl.outside import report
 from capture_ledger.impl.outside.recorder import Target, TargetError
 from capture_ledger.impl.outside.study import TargetCell, study_targets
 from capture_ledger.impl.outside.tracing import tracing_problem
 from capture_ledger.spec.crash.durability import MODELS
 
-__all__ = ["parse_options", "run_target"]
-
-
-def parse_options(pairs: list[str]) -> tuple[tuple[str, Any], ...]:
-    """``KEY=VALUE`` pairs as keyword arguments (a value that reads as JSON is taken as JSON, else as text).
-
-    Raises:
-        UsageError: a pair without ``=``.
-    """
-    found: list[tuple[str, Any]] = []
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--option takes KEY=VALUE, not {pair!r}")
-        try:
-            parsed: Any = json.loads(value)
-        except ValueError:
-            parsed = value
-        found.append((key, parsed))
-    return tuple(found)
+__all__ = ["run_target"]
 
 
 def _progress(cell: TargetCell) -> None:
@@ -72,7 +52,7 @@ def run_target(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"workload {', '.join(unknown)} runs with --kernel only")
     models = [m for m in MODELS if m in (args.model or MODELS)]
-    target = Target(args.target, parse_options(args.option), cwd=Path.cwd())
+    target = Target(args.target, tuple(parse_options(args.option).items()), cwd=Path.cwd())
     try:
         study = study_targets(
             [target],

@@ -24,8 +24,6 @@ wording of the text output.
 from __future__ import annotations
 
 import argparse
-import functools
-import inspect
 import json
 import logging
 import os
@@ -37,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import load_target
+from capture_ledger.impl.cli.targets import bind_options, load_target, parse_options
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit.calls import call_budget
 from capture_ledger.spec.kit.stress.check import (
@@ -110,32 +108,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_stress)
 
 
-def _options(pairs: list[str]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--option takes KEY=VALUE, not {pair!r}")
-        try:
-            found[key] = json.loads(value)
-        except ValueError:
-            found[key] = value
-    return found
-
-
-def _factory(target: str, options: dict[str, Any]) -> Any:
-    loaded = load_target(target)
-    if not options:
-        return loaded
-    if inspect.iscoroutinefunction(loaded):
-
-        async def opened(workspace: Path) -> Any:
-            return await loaded(workspace, **options)
-
-        return opened
-    return functools.partial(loaded, **options)
-
-
 def report_json(target: str, report: StressReport, seconds: float, processes: int) -> dict[str, Any]:
     """The ``--json`` object (the pinned keys first)."""
     judgement = report.judgement
@@ -173,8 +145,8 @@ def _check(args: argparse.Namespace) -> None:
 def _stress(args: argparse.Namespace) -> int:
     _check(args)
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
-    options = _options(args.option)
-    factory = _factory(args.target, options)
+    options = parse_options(args.option)
+    factory = bind_options(load_target(args.target), options)
     requested = (
         None if args.operations is None else [n.strip() for n in args.operations.split(",") if n.strip()]
     )

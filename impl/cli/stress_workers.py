@@ -23,7 +23,6 @@ Not guaranteed: that a kill lands inside a call (it is a timer, not a hook into 
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import os
@@ -166,29 +165,13 @@ def _read(factory: Callable[[Path], Any], command: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve commands until standard input ends (see the module docstring)."""
-    from capture_ledger.impl.cli.targets import load_target
+    from capture_ledger.impl.cli.targets import bind_options, load_target, parse_options
 
     arguments = sys.argv[1:] if argv is None else argv
-    target, pairs = arguments[0], arguments[1:]
-    options = {}
-    for pair in pairs:
-        key, _, value = pair.partition("=")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            options[key] = value
+    target, pairs = arguments[0], arguments[1:]  # the pairs were checked by ``stress`` (parse_options)
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
-    loaded = load_target(target)
-    factory: Callable[[Path], Any] = loaded
-    if options:
-        if inspect.iscoroutinefunction(loaded):
-
-            async def opened(workspace: Path) -> Any:
-                return await loaded(workspace, **options)
-
-            factory = opened
-        else:
-            factory = lambda workspace: loaded(workspace, **options)  # noqa: E731
+    options = parse_options(pairs)
+    factory = bind_options(load_target(target), options)
     out = sys.stdout
     out.write("ready\n")
     out.flush()

@@ -16,15 +16,17 @@ wording.
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
 
-__all__ = ["FILE_STORE_TARGET", "TargetError", "load_target"]
+__all__ = ["FILE_STORE_TARGET", "TargetError", "bind_options", "load_target", "parse_options"]
 
 #: The production file store's factory (``open_file_store(directory)``).
 FILE_STORE_TARGET = "capture_ledger.impl.store.file_store:open_file_store"
@@ -90,3 +92,48 @@ def load_target(target: str) -> Callable[[Path], Any]:
         raise TargetError(target, f"{walked} is a {type(value).__name__}, not a callable")
     factory: Callable[[Path], Any] = value
     return factory
+
+
+def parse_options(pairs: Iterable[str]) -> dict[str, Any]:
+    """``--option KEY=VALUE`` pairs as keyword arguments for a factory.
+
+    Args:
+        pairs: the pairs as written; a value that reads as JSON is taken as JSON, else as text.
+
+    Returns:
+        Key to value (a later pair wins over an earlier one with the same key).
+
+    Raises:
+        UsageError: a pair without ``=`` or without a key.
+    """
+    found: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option takes KEY=VALUE, not {pair!r}")
+        try:
+            found[key] = json.loads(value)
+        except ValueError:
+            found[key] = value
+    return found
+
+
+def bind_options(factory: Callable[..., Any], options: dict[str, Any]) -> Callable[[Path], Any]:
+    """``factory`` called with ``options`` as keyword arguments; a coroutine function stays one.
+
+    Args:
+        factory: what ``load_target`` returned.
+        options: what ``parse_options`` returned.
+
+    Returns:
+        A callable taking only the workspace; ``factory`` itself when there are no options.
+    """
+    if not options:
+        return factory
+    if inspect.iscoroutinefunction(factory):
+
+        async def opened(workspace: Path) -> Any:
+            return await factory(workspace, **options)
+
+        return opened
+    return lambda workspace: factory(workspace, **options)
