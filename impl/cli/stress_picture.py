@@ -1,9 +1,9 @@
 """The SVG timeline of a stress violation's witness (SPEC.md R-CONC-1, R-KIT-12; docs/stress.md).
 
-``witness_svg(judgement)`` draws one lane per client, each call a bar from its invocation to its return
-(red for the culprit, the last call; grey and open-ended for a call that never returned), labelled with the
-call and its outcome, under a heading with the requirement and the explanation; hand-written SVG in the
-style of the crash study's timelines (``impl.study.pictures``).
+``witness_svg(judgement)`` draws one lane per call, in invocation order and headed by its client, each
+call a bar from its invocation to its return (red for the culprit, the last call; grey and open-ended for a
+call that never returned), labelled with the call and its outcome, under a heading with the requirement
+and the explanation; hand-written SVG in the style of the crash study's timelines (``impl.study.pictures``).
 
 Not guaranteed: the layout or colours (for people, not for parsing); that long labels fit (they are cut).
 """
@@ -30,8 +30,6 @@ def _text(x: float, y: float, text: str, *, size: int = 12) -> str:
 def witness_svg(judgement: Judgement) -> str:
     """The witness as an SVG document (see the module docstring)."""
     calls = sorted(judgement.witness, key=lambda c: (c.event.invoked, c.event.client))
-    clients = sorted({c.event.client for c in calls})
-    lane = {client: i for i, client in enumerate(clients)}
     ends = [c.event.returned if c.event.returned is not None else c.ended for c in calls]
     origin = calls[0].event.invoked if calls else 0.0
     finish = max([c.event.invoked for c in calls] + [e for e in ends if e is not None] + [origin + 1.0])
@@ -49,7 +47,6 @@ def witness_svg(judgement: Judgement) -> str:
         )
         label = f"{op_text(call.event.op)} -> {outcome_text(call)}"[:110]
         body.append(_text(_LEFT, y + 32, label, size=11))
-    del lane
     axis_y = height - 20
     body.append(f'<line x1="{_LEFT}" y1="{axis_y}" x2="{_WIDTH - 20}" y2="{axis_y}" stroke="black"/>')
     body.append(_text(_LEFT, axis_y + 14, "0 ms", size=10))
