@@ -24,25 +24,15 @@ from capture_ledger.impl.outside.study import TargetStudy
 from capture_ledger.impl.study.judgement import CrashViolation
 from capture_ledger.impl.study.pictures import matrix_svg, op_label, timeline_svg
 from capture_ledger.impl.study.recording import Recording
+from capture_ledger.impl.study.report import matrix_table as study_matrix_table
 from capture_ledger.spec.crash.durability import MODELS
 
 __all__ = ["exit_code", "matrix_table", "render_markdown", "shortest", "summary", "write_report"]
 
 
-def _cell(study: TargetStudy, target: str, model: str) -> str:
-    clauses = sorted(study.clauses(target, model))
-    if clauses:
-        return ", ".join(clauses)
-    verdict = study.verdict(target, model)
-    return "no violation" if verdict == "ok" else "none found (sampled)" if verdict == "unknown" else verdict
-
-
 def matrix_table(study: TargetStudy) -> str:
-    """The matrix as a Markdown table: target × model → clauses broken."""
-    lines = ["| target | " + " | ".join(study.models) + " |", "|---|" + "---|" * len(study.models)]
-    for target in study.configs:
-        lines.append(f"| {target} | " + " | ".join(_cell(study, target, m) for m in study.models) + " |")
-    return "\n".join(lines)
+    """The matrix as a Markdown table: target × model → clauses broken (the model study's table)."""
+    return study_matrix_table(study, rows="target")
 
 
 def shortest(

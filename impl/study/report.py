@@ -34,7 +34,7 @@ from capture_ledger.impl.study.crash import (
     explore,
     record,
 )
-from capture_ledger.impl.study.pictures import matrix_svg, op_label, timeline_svg
+from capture_ledger.impl.study.pictures import MatrixSource, matrix_svg, op_label, timeline_svg
 from capture_ledger.impl.study.workloads import CONFIGS, SMALL, SMALL_WORKLOADS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS, DiskImage
 
@@ -175,17 +175,18 @@ def study(
 
 
 # ------------------------------------------------------------------------------------------- markdown
-def _cell_text(study: Study, config: str, model: str) -> str:
+def _cell_text(study: MatrixSource, config: str, model: str) -> str:
     clauses = sorted(study.clauses(config, model))
     if clauses:
         return ", ".join(clauses)
     return "no violation" if study.verdict(config, model) == "ok" else "none found (sampled)"
 
 
-def matrix_table(study: Study) -> str:
-    """The matrix as a Markdown table: configuration × model → clauses broken."""
+def matrix_table(study: MatrixSource, *, rows: str = "store configuration") -> str:
+    """The matrix as a Markdown table: configuration × model → clauses broken (``rows`` names the rows'
+    column: the traced-target study's are targets)."""
     lines = [
-        "| store configuration | " + " | ".join(study.models) + " |",
+        f"| {rows} | " + " | ".join(study.models) + " |",
         "|---|" + "---|" * len(study.models),
     ]
     for config in study.configs:
