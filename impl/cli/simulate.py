@@ -113,22 +113,23 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run_simulate)
 
 
-_KNOBS = {
-    "servers": "servers",
-    "workers": "workers",
-    "rollouts": "rollouts",
-    "calls": "calls",
-    "in_flight": "in_flight",
-    "batch": "batch",
-    "duplicates": "duplicates",
-    "abandon": "abandon",
-    "failures": "failures",
-    "wrong_server": "wrong_server",
-    "removal": "removal",
-    "duplicate_rollouts": "duplicate_rollouts",
-    "seed": "seed",
-    "timeout": "timeout",
-}
+#: The options that set a ``Scenario`` field of the same name when given.
+_KNOBS = (
+    "servers",
+    "workers",
+    "rollouts",
+    "calls",
+    "in_flight",
+    "batch",
+    "duplicates",
+    "abandon",
+    "failures",
+    "wrong_server",
+    "removal",
+    "duplicate_rollouts",
+    "seed",
+    "timeout",
+)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -156,7 +157,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     from capture_ledger.impl.simulate.summary import summary
 
     changes: dict[str, Any] = {
-        knob: getattr(args, arg) for arg, knob in _KNOBS.items() if getattr(args, arg) is not None
+        knob: getattr(args, knob) for knob in _KNOBS if getattr(args, knob) is not None
     }
     if args.no_baseline:
         changes["baseline"] = False
