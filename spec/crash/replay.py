@@ -281,6 +281,18 @@ def _reading(data: bytes, *, lines: bool) -> tuple[bytes, str]:
     return data[:cut], ("" if not tail else "zeros" if b"\0" in tail else "text")
 
 
+def _stale_blocks(state: Replay, block: int) -> tuple[bytes, ...]:
+    """The blocks of ``block`` bytes that removed files' bytes filled (the last one padded with zeros),
+    without repeats, in order: what a freed block may still hold. Empty when ``block`` is 0."""
+    if not block:
+        return ()
+    return tuple(
+        dict.fromkeys(
+            f[k : k + block].ljust(block, b"\0") for f in state.freed for k in range(0, len(f), block)
+        )
+    )
+
+
 def lost_blocks(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[bytes, ...]:
     """Prefixes of an appended file's bytes (at least ``lowest`` long) in which unsynced blocks were lost:
     read as zeros from some point, or, for a block the file did not hold yet, as a block of a removed file's
@@ -291,9 +303,7 @@ def lost_blocks(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[
     seen = {_reading(content, lines=lines) for content in plain}
     found: list[bytes] = []
     writes = state.writes.get(inode, [])
-    stale = {
-        freed[k : k + block].ljust(block, b"\0") for freed in state.freed for k in range(0, len(freed), block)
-    }
+    stale = sorted(_stale_blocks(state, block))
     for end in sorted({len(c) for c in plain}, reverse=True):
         if end <= lowest:
             continue
@@ -303,7 +313,7 @@ def lost_blocks(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[
             starts = {low} | {p for s, _ in writes for p in (s, s + 1) if low <= p < high}
             options = [(point, bytes(high - point)) for point in sorted(starts)]
             if first >= lowest:  # a block the file did not hold: it may be a freed one
-                options += [(first, chunk[: high - first]) for chunk in sorted(stale)]
+                options += [(first, chunk[: high - first]) for chunk in stale]
             blocks.append(options)
         if math.prod(len(b) + 1 for b in blocks) > _ZERO_VARIANTS:
             choices: list[tuple[tuple[int, bytes] | None, ...]] = []
@@ -379,7 +389,7 @@ def rewritten_contents(state: Replay, inode: int, *, block: int = 0) -> UnitCont
             sizes |= set(range((len(before) // SECTOR + 1) * SECTOR, len(after), SECTOR))
     longest = max(sizes)
     synced = len(moments[0])
-    stale = [f[k : k + block].ljust(block, b"\0") for f in state.freed for k in range(0, len(f), block or 1)]
+    stale = _stale_blocks(state, block)
     values: list[list[bytes]] = []
     for unit in range(-(-longest // SECTOR)):
         low = unit * SECTOR
