@@ -37,7 +37,7 @@ from pathlib import Path
 
 from capture_ledger.impl.outside.calls import HANDLERS
 from capture_ledger.impl.outside.simulation import Event, Marker, Simulation
-from capture_ledger.impl.outside.syscalls import read_syscalls
+from capture_ledger.impl.outside.syscalls import Syscall, read_syscalls
 from capture_ledger.spec.crash.durability import Baseline
 
 __all__ = ["Event", "Marker", "ParsedTrace", "Snapshot", "parse_trace", "take_snapshot"]
@@ -49,14 +49,16 @@ Snapshot = dict[str, bytes | None]
 @dataclass(frozen=True, slots=True)
 class ParsedTrace:
     """What a trace did to the workspace: the baseline (the snapshot, numbered), the events in completion
-    order, warnings (calls the parser could not follow exactly), each inode's last name, and the final
-    files and directories as simulated (``final``: name → bytes, ``None`` for a directory)."""
+    order, warnings (calls the parser could not follow exactly), each inode's last name, the final
+    files and directories as simulated (``final``: name → bytes, ``None`` for a directory), and the calls
+    read from the trace (``calls``, in its order)."""
 
     baseline: Baseline
     events: tuple[Event, ...]
     warnings: tuple[str, ...]
     names: dict[int, str]
     final: Snapshot
+    calls: tuple[Syscall, ...] = ()
 
 
 def take_snapshot(workspace: Path) -> Snapshot:
@@ -86,14 +88,15 @@ def parse_trace(
         cwd: the traced program's starting directory (default: this process's).
 
     Returns:
-        The baseline, events, warnings, names and final state.
+        The baseline, events, warnings, names, final state and the calls read.
 
     Raises:
         TruncatedDataError: strace cut a string short.
         ValueError: a line that cannot be read.
     """
+    calls = list(read_syscalls(lines))
     simulation = Simulation(workspace, snapshot, cwd or os.getcwd())
-    simulation.run(list(read_syscalls(lines)), HANDLERS)
+    simulation.run(calls, HANDLERS)
     final: Snapshot = {}
     for path, node in simulation.space.items():
         if path != simulation.root and simulation.inside(path):
@@ -102,5 +105,5 @@ def parse_trace(
     names.update({inode: name for name, inode in simulation.baseline.directories})
     names.update(simulation.names)
     return ParsedTrace(
-        simulation.baseline, tuple(simulation.events), tuple(simulation.warnings), names, final
+        simulation.baseline, tuple(simulation.events), tuple(simulation.warnings), names, final, tuple(calls)
     )

@@ -39,7 +39,7 @@ from typing import Any
 
 from capture_ledger.impl.outside.parser import Marker, ParsedTrace, Snapshot, parse_trace, take_snapshot
 from capture_ledger.impl.outside.plan import Parked, RunPlan
-from capture_ledger.impl.outside.syscalls import Syscall, read_syscalls
+from capture_ledger.impl.outside.syscalls import Syscall
 from capture_ledger.impl.outside.tracing import Injection, run_traced
 from capture_ledger.impl.study.recording import Invoke, Recording, Return, StoreConfig, TraceEvent, Workload
 from capture_ledger.spec.core.model import Delete, Record, RecordFailure, Retire
@@ -150,11 +150,9 @@ def _traced(
     outcome: dict[str, Any] = json.loads(result.read_text(encoding="utf-8"))
     if outcome.get("error"):
         raise TargetError(f"cannot open {target.name}: {outcome['error']}")
-    with trace.open(encoding="utf-8", errors="surrogateescape") as lines:
-        calls = tuple(read_syscalls(lines))
-    with trace.open(encoding="utf-8", errors="surrogateescape") as lines:
+    with trace.open(encoding="utf-8", errors="surrogateescape") as lines:  # read once: calls and effects
         parsed = parse_trace(lines, str(workspace), snapshot, cwd=str(target.cwd or Path.cwd()))
-    return _Run(parsed, calls, outcome)
+    return _Run(parsed, parsed.calls, outcome)
 
 
 def _marks(parsed: ParsedTrace, op: int) -> tuple[int, int, int] | None:
