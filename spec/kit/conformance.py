@@ -29,12 +29,8 @@ from pathlib import Path
 
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit.calls import CALL_BUDGET_ENV, CallHung, CallRunner
-from capture_ledger.spec.kit.machine import (
-    Counts,
-    LedgerFactory,
-    call_budget_of,
-    conformance_machine,
-)
+from capture_ledger.spec.kit.calls import call_budget as resolve_call_budget
+from capture_ledger.spec.kit.machine import Counts, LedgerFactory, conformance_machine
 from capture_ledger.spec.kit.operations import ProtocolCheck, check_protocol, select_operations
 from capture_ledger.spec.kit.requirements import SCOPE, UNTOLERABLE, NonConformance, checked
 from capture_ledger.spec.kit.verdict import Broken, Verdict, count_steps, quoted
@@ -207,7 +203,7 @@ def judge_ledger(
     if handles < 1:
         raise ValueError("handles must be at least 1")
     name = target or factory_name(open_ledger)
-    budget = call_budget_of(call_budget)
+    budget = resolve_call_budget(call_budget)
     started = time.perf_counter()
     requested = None if operations is None else tuple(operations)
     select_operations(requested, ())  # refuse unknown names before opening anything

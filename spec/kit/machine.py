@@ -48,7 +48,8 @@ from capture_ledger.spec.core.model import (
     step_rollout,
 )
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit.calls import CallHung, CallRunner, Outcome, call_budget, error_text
+from capture_ledger.spec.kit.calls import CallHung, CallRunner, Outcome, error_text
+from capture_ledger.spec.kit.calls import call_budget as resolve_call_budget
 from capture_ledger.spec.kit.classify import call_requirement, change_requirement, named_ids, state_kind
 from capture_ledger.spec.kit.compare import Read, difference, kind_seen, warning_problem
 from capture_ledger.spec.kit.requirements import fail
@@ -130,7 +131,7 @@ def conformance_machine(
     """
     if handles < 1:
         raise ValueError("handles must be at least 1")
-    budget = call_budget_of(call_budget)
+    budget = resolve_call_budget(call_budget)
     chosen = tuple(OPERATIONS) if operations is None else tuple(operations)
     unknown = [name for name in chosen if name not in OPERATIONS]
     if unknown or not chosen:
@@ -488,8 +489,3 @@ def conformance_machine(
 
     LedgerConformance.__qualname__ = "LedgerConformance"
     return LedgerConformance
-
-
-def call_budget_of(value: float | None) -> float:
-    """``calls.call_budget``: the per-call budget in seconds (R-KIT-8)."""
-    return call_budget(value)
