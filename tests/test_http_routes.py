@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
@@ -27,6 +27,7 @@ from capture_ledger.impl.http.client import (
     UnauthorizedError,
     UnexpectedResponseError,
 )
+from capture_ledger.impl.http.metrics import statistics_fields
 from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.http.serving import ServerThread
@@ -328,6 +329,18 @@ def test_every_error_body_has_the_error_body_shape() -> None:
         assert answer.status_code == status, (path, answer.text)
         assert set(answer.json()) == {"detail", "error", "rollout_id"}, answer.text
     assert call(app, "DELETE", f"{PREFIX}/rollouts/retire").headers["allow"] == "POST"
+
+
+class _Calls(NamedTuple):
+    record: int
+    retire: float
+
+
+def test_statistics_fields_read_a_nested_named_tuple_as_a_record() -> None:
+    """A field that is itself a record (a named tuple here, as the top level may be) gives its numbers."""
+    calls = _Calls(3, 1.5)
+    fields = statistics_fields({"calls": calls, "cached_rows": 2, "fence_sync": "file", "flag": True})
+    assert fields == {"calls": {"record": 3.0, "retire": 1.5}, "cached_rows": 2.0}
 
 
 def test_a_scrape_sweeps_rows_another_worker_removed_and_shows_the_resolved_store(tmp_path: Path) -> None:

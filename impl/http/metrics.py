@@ -107,14 +107,10 @@ def _fields(record: object) -> Mapping[str, Any]:
 
 
 def _numbers(record: object) -> dict[str, float]:
-    if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        values = {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
-    elif isinstance(record, Mapping):
-        values = dict(record)
-    else:
-        return {}
     return {
-        str(k): float(v) for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)
+        str(k): float(v)
+        for k, v in _fields(record).items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
     }
 
 
