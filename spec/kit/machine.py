@@ -85,6 +85,11 @@ class Counts:
     steps: int = 0
 
 
+def _read_op(name: str, rollout_id: str) -> Operation:
+    """The read-back's read ``name`` (``has_rows`` or ``manifest``) of ``rollout_id``."""
+    return HasRows(rollout_id) if name == "has_rows" else ReadManifest(rollout_id)
+
+
 def _logged(function: _Rule) -> _Rule:
     """Note each call of a rule or invariant as a line of the program, for a counterexample that
     Hypothesis does not print (a hung call, R-KIT-8), and count the rules run."""
@@ -264,7 +269,7 @@ def conformance_machine(
             it shows."""
             found: dict[str, Read] = {}
             for name in reads:
-                op: Operation = HasRows(rollout_id) if name == "has_rows" else ReadManifest(rollout_id)
+                op = _read_op(name, rollout_id)
                 outcome = self._call(handle, op)
                 problem = difference(op, expected[name], outcome)
                 if problem is None and (outcome.warnings or outcome.problem):
@@ -293,15 +298,11 @@ def conformance_machine(
             kind = state_kind(self._model.get(rollout_id))
             wrong = [name for name, read in found.items() if read.problem]
             right = [name for name, read in found.items() if not read.problem]
-            if len(wrong) == 1 and right and found[wrong[0]].kind != kind:
-                # has_rows and manifest disagree about the kind of state: the one the model disagrees
-                # with is the wrong read.
-                read: Operation = HasRows(rollout_id) if wrong[0] == "has_rows" else ReadManifest(rollout_id)
-                return call_requirement(read, self._model), ""
             last = self._last.get(rollout_id)
-            if last is None:  # no operation named it: the read is wrong
-                read = HasRows(rollout_id) if wrong[0] == "has_rows" else ReadManifest(rollout_id)
-                return call_requirement(read, self._model), ""
+            # has_rows and manifest disagree about the kind of state (the one the model disagrees with is
+            # the wrong read), or no operation named the ID: the read is wrong.
+            if (len(wrong) == 1 and right and found[wrong[0]].kind != kind) or last is None:
+                return call_requirement(_read_op(wrong[0], rollout_id), self._model), ""
             changer, op, before = last
             if changer != handle:
                 again = self._reads(changer, rollout_id, self._expected(rollout_id))
