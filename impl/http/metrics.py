@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 __all__ = [
+    "BUCKETS",
     "CONTENT_TYPE",
     "OPERATIONS",
     "InstrumentedLedger",
@@ -51,9 +52,9 @@ __all__ = [
 #: The media type of the Prometheus text format served by the metrics route.
 CONTENT_TYPE: str = CONTENT_TYPE_LATEST
 # OPERATIONS, the operations timed, is the protocol's one list (spec.core.protocol), re-exported.
-# Appends and directory syncs take 0.1 to 0.5 ms on local disk (docs/architecture.md §Facts); a batch of
-# 4096 takes more.
-_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+#: The latency histogram's bucket bounds, in seconds. Appends and directory syncs take 0.1 to 0.5 ms on
+#: local disk (docs/architecture.md §Facts); a batch of 4096 takes more.
+BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 
 def statistics_fields(record: object) -> dict[str, Any]:
@@ -199,7 +200,7 @@ class LedgerMetrics:
             "capture_ledger_operation_seconds",
             "Latency of ledger operations, including failed calls.",
             ["operation"],
-            buckets=_BUCKETS,
+            buckets=BUCKETS,
             registry=self.registry,
         )
         self._ids = Counter(

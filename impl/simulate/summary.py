@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.impl.http.metrics import BUCKETS
 from capture_ledger.impl.simulate.outcome import ArmOutcome, Latency
 from capture_ledger.impl.simulate.run import SimulationResult
 
@@ -37,8 +38,6 @@ SOURCE = {
     "baseline_cached_rollouts": 20_000,
     "duplicate_rollouts": 4_000,
 }
-#: The metrics histogram's bucket bounds, in seconds (impl/http/metrics.py).
-_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
 
 def _number(value: float) -> float | None:
@@ -53,10 +52,10 @@ def bucket(milliseconds: float) -> str:
     """The metrics histogram bucket that holds ``milliseconds``, as ``"<= N ms"``."""
     if math.isnan(milliseconds):
         return "none"
-    for bound in _BUCKETS:
+    for bound in BUCKETS:
         if milliseconds / 1e3 <= bound:
             return f"<= {bound * 1e3:g} ms"
-    return "> 10000 ms"
+    return f"> {BUCKETS[-1] * 1e3:g} ms"
 
 
 def _retiring(result: SimulationResult) -> list[ArmOutcome]:
