@@ -40,7 +40,15 @@ from capture_ledger.spec.core.model import (
     manifest_value_of,
 )
 
-__all__ = ["Event", "apply_operation", "event_from_json", "event_to_json", "observe", "results_match"]
+__all__ = [
+    "METHOD_NAMES",
+    "Event",
+    "apply_operation",
+    "event_from_json",
+    "event_to_json",
+    "observe",
+    "results_match",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +148,8 @@ _OPS: dict[str, type[Operation]] = {
     "retire": Retire,
     "delete": Delete,
 }
-_NAMES = {cls: name for name, cls in _OPS.items()}
+#: The ``CaptureLedger`` method each operation type calls.
+METHOD_NAMES: dict[type[Operation], str] = {cls: name for name, cls in _OPS.items()}
 
 
 def _result_to_json(result: Result | None) -> Any:
@@ -188,7 +197,7 @@ def event_to_json(event: Event) -> str:
     return json.dumps(
         {
             "client": event.client,
-            "op": _NAMES[type(op)],
+            "op": METHOD_NAMES[type(op)],
             "args": args,
             "invoked": event.invoked,
             "returned": event.returned,

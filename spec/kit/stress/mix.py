@@ -42,6 +42,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from capture_ledger.spec.concurrency.history import METHOD_NAMES
 from capture_ledger.spec.core.model import (
     Admit,
     Delete,
@@ -96,18 +97,6 @@ class MixSettings:
         unknown = set(self.operations) - set(OPERATIONS)
         if unknown or not self.operations:
             raise ValueError(f"operations must be among {', '.join(OPERATIONS)}, not {sorted(unknown)}")
-
-
-#: The protocol method of each operation type.
-_METHOD: dict[type, str] = {
-    Record: "record",
-    RecordFailure: "record_failure",
-    Admit: "admit",
-    ReadManifest: "manifest",
-    HasRows: "has_rows",
-    Retire: "retire",
-    Delete: "delete",
-}
 
 
 def rollout_ids(count: int) -> tuple[str, ...]:
@@ -175,7 +164,7 @@ class _Drawer:
         A read rather than a write: without removals rows pile up, and a manifest read pins the order of the
         concurrent writes before it, which keeps the checker's search small.
         """
-        if _METHOD[type(op)] in self.has:
+        if METHOD_NAMES[type(op)] in self.has:
             return op
         for names in (("manifest", "has_rows"), ("record", "record_failure")):
             plain = [name for name in names if name in self.has]
