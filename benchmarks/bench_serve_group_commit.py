@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import math
 import secrets
 import statistics
 import tempfile
@@ -34,23 +33,16 @@ from pathlib import Path
 import aiohttp
 from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX, REMOVAL_ROUTES
 from capture_ledger.impl.http.serving import ServeOptions, ServerProcess
+from capture_ledger.impl.simulate.outcome import latency
+from capture_ledger.impl.simulate.run import load_average
 from capture_ledger.impl.simulate.scrape import parse_metrics
 from capture_ledger.impl.store.file_store import FileLineageStore
-
-
-def _load() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def _populate(directory: Path, ids: list[str]) -> None:
     with FileLineageStore(directory) as store:
         for rollout_id in ids:
             store.record(rollout_id, {"model_call_id": "m0", "staging_key": f"{rollout_id}/m0"})
-
-
-def _p(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 async def _drive(
@@ -98,7 +90,8 @@ def _one(
     options = ServeOptions(group_commit=group_commit, threads=threads)
     with ServerProcess(directory, token=token, workers=1, options=options) as server:
         seconds, latencies, fence_sync = asyncio.run(_drive(server.url, token, rollouts, clients, read=read))
-    return ids / seconds, _p(latencies, 0.5) * 1e3, _p(latencies, 0.99) * 1e3, fence_sync
+    figures = latency(latencies)
+    return ids / seconds, figures.p50 * 1e3, figures.p99 * 1e3, fence_sync
 
 
 def main() -> None:
@@ -113,7 +106,7 @@ def main() -> None:
     pools = [int(t) for t in args.threads.split(",")]
     configurations = [(gc, threads) for threads in pools for gc in (True, False)]
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    load_before = _load()
+    load_before = load_average()
     figures: dict[tuple[bool, int], list[tuple[float, float, float, str]]] = {c: [] for c in configurations}
     ceiling: list[tuple[float, float, float, str]] = []
     with tempfile.TemporaryDirectory(prefix="bench-gc-") as root:
@@ -141,8 +134,8 @@ def main() -> None:
             )
             print(f"  round {round_ + 1} manifest reads (no sync): {ceiling[-1][0]:7.0f} req/s")
     print(
-        f"\n{started}; load before {load_before}, after {_load()}; {args.clients} clients, one serve worker, "
-        f"{args.ids} one-ID retire requests per configuration, {args.rounds} round(s); "
+        f"\n{started}; load before {load_before}, after {load_average()}; {args.clients} clients, "
+        f"one serve worker, {args.ids} one-ID retire requests per configuration, {args.rounds} round(s); "
         f"fence_sync={fence_sync}"
     )
     print(
