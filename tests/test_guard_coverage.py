@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FsCall, HookedFileSystem, OsFileSystem
+from capture_ledger.impl.store.fs import OsFileSystem
 from capture_ledger.impl.store.ordering import Ordering
+from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
 from capture_ledger.impl.study.scenarios import GUARDS
 from capture_ledger.impl.study.variants import STEP_NAMES, StoreVariant, VariantOrdering
 from capture_ledger.impl.study.workloads import OTHER_GUARDS, STEPS

@@ -34,7 +34,7 @@ from capture_ledger.impl.http.client import (
     RolloutControlClient,
 )
 from capture_ledger.impl.http.routes import PREFIX
-from capture_ledger.impl.http.serving import ServerProcess
+from capture_ledger.impl.simulate.servers import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import InvalidRolloutIdError, RolloutRetiredError
 

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileSystem, HookedFileSystem
+from capture_ledger.impl.store.fs import FileSystem
 from capture_ledger.impl.store.locks import stripe_of
+from capture_ledger.impl.study.hooked import HookedFileSystem
 from capture_ledger.impl.study.interleave import (
     ChoiceSchedule,
     Run,

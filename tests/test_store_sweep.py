@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import HookedFileSystem, OsFileSystem
+from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.study.hooked import HookedFileSystem
 
 
 def _row(call: str) -> dict[str, object]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from capture_ledger.impl.http.serving import ServeOptions, ServerProcess
+from capture_ledger.impl.http.serving import ServeOptions
+from capture_ledger.impl.simulate.servers import ServerProcess
 from capture_ledger.impl.store.lines import FENCE_SUFFIX, LEDGER_SUFFIX
 
 __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn, TypeVar
 
-from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem
+from capture_ledger.impl.store.fs import FileSystem
+from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
 
 __all__ = ["FAULTABLE_CALLS", "Fault", "FaultyFileSystem", "InjectedFaultError", "Plan", "describe"]
 

@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileSystem, FsCall, HookedFileSystem, OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import ledger_name
 from capture_ledger.impl.store.ordering import FenceSync, Ordering
 from capture_ledger.impl.store.syncs import shared_syncs
 from capture_ledger.impl.study.faults import Fault, FaultyFileSystem
+from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
 from capture_ledger.impl.study.scheduling import (
     Controller,
     GatherSchedule,

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import FileSystem, FsCall, OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.study.freed import freed_by_setup
+from capture_ledger.impl.study.hooked import FsCall
 from capture_ledger.impl.study.kernel.blocklog import MARK, WRITE, LogRecord, read_log
 from capture_ledger.impl.study.kernel.filesystems import FsConfig, make_image
 from capture_ledger.impl.study.kernel.host import KernelSetupError, fuse_daemon, loop_device, mounted
