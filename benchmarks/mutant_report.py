@@ -4,7 +4,7 @@ For each mutant of ``capture_ledger.reference.mutants``: the requirement it brea
 kit's verdict names (R-KIT-11; a mutant counts as caught only when they are the same), the length of the
 shrunk counterexample (``count_steps``), and the seconds (wall and CPU) the kit took to find and shrink
 it. The correct ``ReferenceLedger`` runs first under the same settings; its full passing run is the
-baseline of the ``x ref`` ratio. Settings are those of tests/test_mutants.py's ``slow`` tier:
+baseline of the ``x ref`` ratio. Settings are those of tests/reference/test_mutants.py's ``slow`` tier:
 derandomized, no database, 200 examples of 25 steps, one bug at a time.
 
 Usage::

@@ -1,4 +1,5 @@
-"""Ledgers for tests/test_stress.py that only a process kill shows broken (SPEC.md R-CRASH-1, R-CRASH-4).
+"""Ledgers for tests/spec/kit/test_stress.py that only a process kill shows broken (SPEC.md R-CRASH-1,
+R-CRASH-4).
 
 Loaded by ``capture-ledger stress`` worker processes as ``tests.stress_targets:open_slow_rewrite`` (from the
 repository root). Not a catalogued bug: its slip (a log rewritten in place, truncated and then written)

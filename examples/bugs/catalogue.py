@@ -14,7 +14,7 @@ requirement it breaks, a one-line description, and its factory as a ``module:cal
 
 ``EXAMPLES`` lists the three correct ledgers with the layers that apply to each (the asynchronous ledger is
 memory: no crash layer). Not guaranteed: that a layer finds a bug within any budget; the kill matrix
-(``benchmarks/bug_matrix.py``, tests/test_bug_catalogue.py) measures and holds that.
+(``benchmarks/bug_matrix.py``, tests/examples/test_bug_catalogue.py) measures and holds that.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``LAYER_RUNNERS`` maps each layer of ``catalogue.LAYERS`` to a ``LayerRunner``: ``runner(target, budget)``
 returns a ``LayerVerdict`` saying whether the layer killed the target, how long it took, the length of the
 (shrunk) counterexample, and the requirements it named. ``benchmarks/bug_matrix.py`` prints the matrix and
-tests/test_bug_catalogue.py holds it.
+tests/examples/test_bug_catalogue.py holds it.
 
 - ``sequential`` runs the conformance kit in this process (``check_ledger``, three handles, the ``ci``
   profile with ``budget.examples`` examples; with ``budget.shrink`` false the search stops at the first

@@ -6,7 +6,7 @@ a comma and whatever whitespace a JSON writer puts around it (newline and indent
 the list costs a few dozen bytes. Allowing 18 bytes per ID for quotes, comma and whitespace and 1 KiB for
 the envelope gives ``4096 * (200 + 18) + 1024 = 894,976`` bytes. Measured sizes of the largest valid body:
 831,505 bytes as httpx sends it (compact separators), 835,601 with ``json.dumps``'s default ``", "`` and
-868,381 indented by 4 spaces; all fit (``tests/test_http_body_limit.py``).
+868,381 indented by 4 spaces; all fit (``tests/impl/http/test_http_body_limit.py``).
 
 ``BodyLimit`` is ASGI middleware (inside the bearer-token check, so a stranger gets 401 whatever the size):
 

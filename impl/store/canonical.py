@@ -20,7 +20,8 @@ spec's own functions everywhere else:
   accepted only when ``orjson`` writes the result back as exactly ``text`` (which rules out the silent
   int-to-float conversion), else ``json.loads``.
 
-``tests/test_store_canonical.py`` holds each function to the spec's with Hypothesis over every kind of row.
+``tests/impl/store/test_store_canonical.py`` holds each function to the spec's with Hypothesis over every
+kind of row.
 Without ``orjson`` installed every call takes the spec's path. Not guaranteed: any speed; the bytes on
 disk are the spec's in every case (one format).
 """

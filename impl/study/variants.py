@@ -10,7 +10,7 @@ a removal that finds another caller's shared sync running counts on it and goes 
 for it to finish nor for a sync that began after it asked (``counting_on_a_running_sync``). The crash
 study, the
 interleaving scheduler, the conformance kit and the multi-process history test switch guards off to show
-that each catches the guard's absence (``tests/test_guard_coverage.py`` checks that every field is
+that each catches the guard's absence (``tests/impl/study/test_guard_coverage.py`` checks that every field is
 ablated somewhere).
 
 Not guaranteed: anything at all about a non-default variant's data. Never store data with one; the

@@ -11,8 +11,8 @@ top of ``fence_sync=file``); ``SMALL`` the configurations of the CI study; ``EXP
 must find. Group commit is on in every configuration but ``group_commit=off`` (R-STORE-9). ``report``
 runs and renders the study; this module only defines it.
 
-Not guaranteed: that the workloads exercise every path of the store (``tests/test_guard_coverage.py``
-checks only that every guard is ablated somewhere).
+Not guaranteed: that the workloads exercise every path of the store
+(``tests/impl/study/test_guard_coverage.py`` checks only that every guard is ablated somewhere).
 """
 
 from __future__ import annotations

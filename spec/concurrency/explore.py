@@ -424,7 +424,8 @@ def _cell(exploration: Exploration) -> dict[str, Any] | str:
 def manifest_data(table: dict[str, dict[str, Exploration]]) -> dict[str, Any]:
     """The manifest for an ablation table (the format of ``manifest.json``)."""
     return {
-        "about": "Pinned by tests/test_explore_manifest.py; regenerate with `capture-ledger explore --ablate "
+        "about": "Pinned by tests/spec/concurrency/test_explore_manifest.py; regenerate with "
+        "`capture-ledger explore --ablate "
         "--json`, and explain every change of a count in the commit.",
         "configurations": {
             name: {

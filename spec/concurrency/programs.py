@@ -15,7 +15,8 @@ who moves.
 
 Not guaranteed: that ``impl/store/file_store.py`` follows these programs -- they model the order of its
 system calls
-and are checked against the sequential model (tests/test_steps_model.py) and by the explorer; the real
+and are checked against the sequential model (tests/spec/concurrency/test_steps_model.py) and by the
+explorer; the real
 store is held to the same histories by the scheduler (docs/interleavings.md). Nor anything about crashes,
 failures, conflicting rows or torn lines (see ``steps``).
 """

@@ -11,12 +11,13 @@ Inputs are kept small so that the analysis finishes in seconds. States, batches 
 symbolic integers taken modulo the size of a small pool (three valid IDs and one invalid one; Absent, Live,
 Live fenced, Retired; a new, identical, conflicting and invalid row): the modulo, unlike a range
 precondition, wastes no path on inputs the precondition would refuse, and CrossHair then finds a broken
-contract within its first few paths (``tests/crosshair_targets/wrong_contract.py``). Only the ID-rule
+contract within its first few paths (``tests/spec/core/crosshair_targets/wrong_contract.py``). Only the
+ID-rule
 contracts take symbolic strings (of at most four characters; the length rule separately, with a symbolic
 length).
 
 Not guaranteed: CrossHair's search is bounded by time, so "no counterexample" means none was found in the
-budget, not a proof. The same properties also run under Hypothesis (``tests/test_crosshair.py``).
+budget, not a proof. The same properties also run under Hypothesis (``tests/spec/core/test_crosshair.py``).
 """
 
 from __future__ import annotations

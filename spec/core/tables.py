@@ -3,8 +3,8 @@
 Every cell is computed by running ``capture_ledger.spec.core.model.step`` on a representative state of one
 rollout (Absent, Live, Live fenced, Retired) with a representative operation; nothing in the tables is
 written by hand except the operations' names and the requirement IDs they illustrate. SPEC.md holds the
-rendered text between two marker comments; ``tests/test_spec_document.py`` fails when it differs from
-``render()``, and ``python -m capture_ledger.spec.core.tables --write`` regenerates it.
+rendered text between two marker comments; ``tests/spec/core/test_spec_document.py`` fails when it differs
+from ``render()``, and ``python -m capture_ledger.spec.core.tables --write`` regenerates it.
 
 Not guaranteed: that the representative inputs cover every input. They show each transition once; the
 conformance kit and the CrossHair contracts (``capture_ledger.spec.core.contracts``) cover the input space.

@@ -8,7 +8,7 @@ non-finite floats, which print as ``nan`` and ``inf``. ``json_values`` draws any
 fuzzing bodies that must be refused.
 
 Not guaranteed: the order or the distribution of examples (a test must not depend on which example comes
-when; tests/test_http_fuzz.py aims its own meta-test for that reason).
+when; tests/impl/http/test_http_fuzz.py aims its own meta-test for that reason).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from capture_ledger.impl.cli import main as cli
 from capture_ledger.spec.core import tables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SPEC = ROOT / "spec" / "SPEC.md"
 # Folders whose files cite requirement IDs: the code, the tests, the docs and the benchmarks.
 CITING = ("spec", "reference", "impl", "pkg", "tests", "docs", "benchmarks", "tools")

@@ -267,7 +267,7 @@ def test_nothing_of_ours_imports_gym_at_import_time() -> None:
 def test_nothing_of_ours_imports_benchmarks_as_a_package() -> None:
     """Gym's wheel installs a top-level ``benchmarks`` namespace package; ours is a folder of scripts run by
     path, so no module of ours may import ``benchmarks`` (the two namespace portions would merge)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     offenders = []
     for folder in ("pkg", "spec", "reference", "impl", "adapters", "tests", "benchmarks", "tools"):
         for path in (root / folder).rglob("*.py"):

@@ -2,7 +2,8 @@
 R-CRASH-1..4; docs/crash-target.md §The trace), and the models follow the extended vocabulary.
 
 The traces here are strace 6.1's own output (``-f -y -x``, a status filter), captured from a small program
-and kept as text, so the tests are pure and fast; tests/test_crash_target.py runs the tracer for real.
+and kept as text, so the tests are pure and fast; tests/spec/kit/test_crash_target.py runs the tracer for
+real.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Deliberately wrong contracts: CrossHair must find a counterexample to each (tests/test_crosshair.py).
+"""Deliberately wrong contracts: CrossHair must find a counterexample to each
+(tests/spec/core/test_crosshair.py).
 
 They show that ``crosshair check``, with the budget ``tools/crosshair-check`` gives it, has teeth on both
 kinds of contract in ``capture_ledger.spec.core.contracts``: one on ``step`` with inputs drawn from small

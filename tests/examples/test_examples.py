@@ -4,7 +4,7 @@ Each of ``examples/``'s three ledgers runs through the conformance kit with thre
 (workers of one model server, R-KIT-4), under the ``ci`` profile; the SQLite ledger's other settings run a
 few examples each (the settings change durability, which the kit does not see). The directory and SQLite
 ledgers also share a workspace with a real second process. These tests can fail: the seeded bugs of
-``examples.bugs`` vary these same ledgers, and tests/test_bug_catalogue.py shows the kit killing each
+``examples.bugs`` vary these same ledgers, and tests/examples/test_bug_catalogue.py shows the kit killing each
 sequential one.
 
 ``examples`` is a folder of the checkout, not part of the installed package: it imports because the tests
@@ -30,7 +30,7 @@ from hypothesis import settings
 from examples import async_ledger, directory_ledger, sqlite_ledger
 from examples.bugs.catalogue import EXAMPLES, Example, load
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: A few examples per SQLite setting: the kit sees the same SQL whatever the pragmas.
 FEW = settings(PROFILES["ci"], max_examples=5)
@@ -149,7 +149,7 @@ def test_file_backed_examples_share_a_workspace_across_processes(target: str, tm
 
 def test_verify_judges_an_example_by_name_from_the_root() -> None:
     """``capture-ledger verify examples.X:open_ledger`` works from a checkout's root (R-KIT-1); the kit's
-    rejection of the seeded bugs, by the same factories, is tests/test_bug_catalogue.py's."""
+    rejection of the seeded bugs, by the same factories, is tests/examples/test_bug_catalogue.py's."""
     command = [sys.executable, "-m", "capture_ledger.impl.cli.main", "verify"]
     options = ["--handles", "3", "--profile", "ci", "--max-examples", "10"]
     passed = subprocess.run(

@@ -3,7 +3,7 @@
 What they prove: a counterexample prints as a numbered step trace that starts from the empty directory;
 the history the explorer judges realises the execution's real-time order; the CLI reports states and
 verdicts, and prints the ablation table and the manifest's JSON. ``check-history`` is tested in
-tests/test_history_cli.py.
+tests/spec/concurrency/test_history_cli.py.
 """
 
 from __future__ import annotations

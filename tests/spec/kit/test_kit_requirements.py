@@ -37,7 +37,7 @@ from capture_ledger.spec.kit.profiles import PROFILES
 from capture_ledger.spec.kit.requirements import SCOPE, breaks, fail, sentence
 from hypothesis import Phase, settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SEARCH = settings(PROFILES["ci"], max_examples=200)
 NO_SHRINK = settings(SEARCH, phases=[Phase.explicit, Phase.generate])
 

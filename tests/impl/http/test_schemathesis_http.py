@@ -14,8 +14,8 @@ loader, ``schemathesis.pytest.from_fixture``, fails under pytest 9 with "'Functi
 
 Deterministic: Hypothesis derandomized, no example database, a pinned ``max_examples`` (``EXAMPLES``) for
 the fuzzing phase; the coverage phase adds schemathesis's fixed boundary cases (1 and 200 characters; 0, 1,
-4095, 4096 and 4097 items). The hand-written fuzz (``tests/test_http_fuzz.py``) stays: it checks what
-schemathesis cannot (a near-miss token, a rejected request leaving the directory unchanged, state), see
+4095, 4096 and 4097 items). The hand-written fuzz (``tests/impl/http/test_http_fuzz.py``) stays: it checks
+what schemathesis cannot (a near-miss token, a rejected request leaving the directory unchanged, state), see
 docs/http.md §OpenAPI.
 """
 

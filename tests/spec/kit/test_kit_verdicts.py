@@ -6,7 +6,7 @@ value of the wrong shape or type, logs a warning that cannot be formatted, hangs
 hangs or returns no ledger. The kit must raise ``AssertionError`` naming what happened, with a
 counterexample program; a hang within the per-call budget, leaving at most one thread behind. An error of
 the kit or of Hypothesis is a ``KitError``, never a verdict. The correct reference ledger passes under the
-same settings (tests/test_kit_reference.py), so each rejection is the misbehaviour's.
+same settings (tests/spec/kit/test_kit_reference.py), so each rejection is the misbehaviour's.
 """
 
 from __future__ import annotations

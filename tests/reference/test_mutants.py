@@ -8,7 +8,7 @@ Two tiers, because Hypothesis spends most of its time *shrinking* (hundreds of e
 - CI: every mutant is *caught* (search without the shrink phase), and a few representative mutants are
   shrunk to a counterexample of at most ``MAX_STEPS`` steps which is then replayed.
 - ``slow``: every mutant is shrunk and its counterexample length checked and replayed
-  (``CAPTURE_LEDGER_PROFILE=ci python -m pytest tests/test_mutants.py -m slow``; the figures are in
+  (``CAPTURE_LEDGER_PROFILE=ci python -m pytest tests/reference/test_mutants.py -m slow``; the figures are in
   docs/mutants.md, printed by ``benchmarks/mutant_report.py``).
 Settings are fixed (derandomized, no database, no deadline), so a run is the same run everywhere.
 """

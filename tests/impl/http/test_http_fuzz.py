@@ -10,7 +10,7 @@ real ``capture-ledger serve`` process (``max_examples`` of the profile). Each te
 requests it sent; the CI profile's counts are in docs/http.md. Invalid IDs and JSON values come from the
 spec's strategies (spec/kit/strategies.py), plus two IDs only a URL makes special; valid IDs go beyond the
 4-ID pool (any the rule allows, some of exactly 200 characters) and some lists hold 101 to 300 distinct IDs,
-which schemathesis never sends (tests/test_schemathesis_http.py; docs/http.md §OpenAPI says why both
+which schemathesis never sends (tests/impl/http/test_schemathesis_http.py; docs/http.md §OpenAPI says why both
 fuzzers are kept). The meta-test sends the
 request that reaches a deliberately broken store's bug as an explicit example, so that it does not depend
 on the order in which the strategies produce requests.

@@ -6,7 +6,7 @@ reads every image back through a fresh handle in a child process, and prints the
 0 no clause broken under the strongest model studied, 1 one is, 2 the target cannot be loaded or traced.
 Each test can fail: the bug test fails if the tracer misses the missing fsync, the example test if the
 models or the reader invent a state the ledger never had. The whole sweep of the examples and the catalogue
-is in tests/test_bug_catalogue.py and under ``slow`` below.
+is in tests/examples/test_bug_catalogue.py and under ``slow`` below.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PINNED = {"target", "verdict", "images", "broken", "seconds"}
 
 needs_strace = pytest.mark.skipif(

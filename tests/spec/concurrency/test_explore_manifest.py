@@ -4,7 +4,7 @@ What they prove: every configuration, with every guard on, is exhausted with the
 exactly the pinned number of states and complete executions; switching each guard off yields exactly the
 pinned counterexample (property and length) or none; with every guard on nothing is violated anywhere, and
 every guard is needed somewhere (the deliberately broken variants are caught). The two larger
-configurations are marked slow (``pytest -m slow tests/test_explore_manifest.py``).
+configurations are marked slow (``pytest -m slow tests/spec/concurrency/test_explore_manifest.py``).
 """
 
 from __future__ import annotations

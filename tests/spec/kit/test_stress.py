@@ -29,7 +29,7 @@ from examples.bugs.catalogue import bug
 from examples.directory_ledger import open_ledger as open_directory
 from examples.sqlite_ledger import open_ledger as open_sqlite
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PINNED = {"target", "verdict", "calls", "witness", "seconds"}
 
 

@@ -30,7 +30,7 @@ from examples.bugs import async_bugs, directory_bugs, sqlite_bugs
 from examples.bugs.catalogue import BASES, CATALOGUE, LAYERS, Bug, Layer, load
 from examples.bugs.matrix import LAYER_RUNNERS, budget_for, kit_requirements
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The search for a sequential bug: the ci profile's 60 examples, stopping at the first failure.
 KILL = settings(PROFILES["ci"], phases=[Phase.explicit, Phase.reuse, Phase.generate])

@@ -3,7 +3,8 @@
 ``tools/crosshair-check`` runs ``crosshair check capture_ledger.spec.core.contracts`` in CI
 (docs/crosshair.md).
 Here: (a) with the same per-condition budget, CrossHair finds a counterexample to each deliberately wrong
-contract in ``tests/crosshair_targets/wrong_contract.py`` and confirms the correct retire contract; (b) the
+contract in ``tests/spec/core/crosshair_targets/wrong_contract.py`` and confirms the correct retire contract;
+(b) the
 batch rules of retire and delete (R-BATCH-2..4, R-RETIRE-1..3, R-DELETE-1..2) and the ID rule (R-ID-1..2)
 hold under ``settings(backend="crosshair")``, and a wrong batch rule is rejected there — pure properties,
 since the backend is about 100× slower on I/O (docs/architecture.md §Facts).
