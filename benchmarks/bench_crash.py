@@ -26,8 +26,8 @@ from pathlib import Path
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.ordering import FenceSync
 from capture_ledger.impl.study.crash import StoreConfig, explore, record
-from capture_ledger.impl.study.workloads import SMALL_WORKLOADS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
+from capture_ledger.spec.kit.crash import SMALL_WORKLOADS, WORKLOADS
 
 ROW = {"model_call_id": "m", "value": 1}
 OPTIONS: tuple[FenceSync, ...] = ("directory", "file", "syncfs")

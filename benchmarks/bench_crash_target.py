@@ -3,7 +3,7 @@ against the seam study, side by side in one run (SPEC.md §Crash; docs/crash-tar
 
 Our own store (``FileLineageStore``, the study's ``default`` configuration) on the same workloads and models,
 recorded two ways: through its effects seam and explored by ``impl.study.crash.explore`` (images read by a
-store in this process), and traced with strace and explored by ``impl.outside.explorer.explore_target``
+store in this process), and traced with strace and explored by ``spec.kit.crash.explore_points``
 (images read back by a fresh handle in a child process, in batches). Then, as examples of other ledgers, the
 SQLite and directory example ledgers traced from outside. Printed per row: images judged, seconds exploring,
 images per second, seconds recording (tracing included), and the ratio of the two recorders' rates; with
@@ -21,14 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from capture_ledger.impl.outside.crosscheck import store_target
-from capture_ledger.impl.outside.explorer import explore_target
-from capture_ledger.impl.outside.reader import ImageReader
-from capture_ledger.impl.outside.recorder import Target, record_target
-from capture_ledger.impl.outside.tracing import tracing_problem
-from capture_ledger.impl.study.crash import explore, record
-from capture_ledger.impl.study.workloads import CONFIGS, WORKLOADS
+from capture_ledger.impl.study.crash import CONFIGS, explore, record, store_target
 from capture_ledger.spec.crash.durability import MODELS
+from capture_ledger.spec.kit.crash import WORKLOADS, ReadBack, TargetReader, explore_points
+from capture_ledger.spec.kit.crash.strace import Target, record_target, tracing_problem
 
 DEFAULT_WORKLOADS = ("record-new", "retire-live", "delete-reuse", "mixed")
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +40,7 @@ def _load() -> str:
 def _outside(
     target: Target, workloads: list[str], models: list[str], budget: int
 ) -> tuple[int, float, float]:
-    reader = ImageReader(target.target, dict(target.options), cwd=target.cwd)
+    reader = TargetReader(target.target, dict(target.options), cwd=target.cwd)
     images, exploring, recording = 0, 0.0, 0.0
     try:
         for name in workloads:
@@ -53,9 +49,9 @@ def _outside(
                 traced = record_target(target, WORKLOADS[name], Path(scratch))
             recording += time.perf_counter() - began
             for model in models:
-                found = explore_target(traced, model, reader, budget=budget)
-                images += found.exploration.images
-                exploring += found.exploration.seconds
+                found = explore_points(traced, model, ReadBack(reader), budget=budget)
+                images += found.images
+                exploring += found.seconds
     finally:
         reader.close()
     return images, exploring, recording

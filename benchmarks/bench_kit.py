@@ -47,8 +47,8 @@ TARGETS = (
 CHILD = r"""
 import importlib, json, sys, time
 import capture_ledger
-from capture_ledger.spec.kit.conformance import conformance_machine
-from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit.sequential import conformance_machine
+from capture_ledger.spec.kit import PROFILES
 from hypothesis.stateful import run_state_machine_as_test
 
 target, handles = sys.argv[1], int(sys.argv[2])

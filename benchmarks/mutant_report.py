@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from capture_ledger.reference.mutants import MUTANTS, open_reference
-from capture_ledger.spec.kit.conformance import LedgerFactory, judge_ledger
-from capture_ledger.spec.kit.profiles import PROFILES
-from capture_ledger.spec.kit.verdict import Broken
+from capture_ledger.spec.kit import PROFILES
+from capture_ledger.spec.kit.sequential import Broken, LedgerFactory, judge_ledger
 from hypothesis import settings
 
 

@@ -37,7 +37,7 @@ from capture_ledger.spec.core.rows import (
     validate_model_call_id,
     validate_row,
 )
-from capture_ledger.spec.kit.conformance import LedgerFactory
+from capture_ledger.spec.kit.sequential import LedgerFactory
 
 __all__ = [
     "MUTANTS",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from capture_ledger.spec.kit.profiles import PROFILE_ENV, load_profile
+from capture_ledger.spec.kit import PROFILE_ENV, load_profile
 
 os.environ.setdefault(PROFILE_ENV, "ci")
 load_profile()

@@ -28,15 +28,14 @@ ALLOWED: dict[str, set[str]] = {
     "spec.core": set(),
     "spec.concurrency": {"spec.core"},
     "spec.crash": {"spec.core"},
-    "spec.kit": {"spec.core", "spec.concurrency"},
+    # What a ledger author runs (the sequential kit, stress, crash): the whole spec, never impl.
+    "spec.kit": {"spec.core", "spec.concurrency", "spec.crash"},
     "reference": {"spec", "spec.core", "spec.kit"},
     "impl": {"impl.store", "impl.http"},
     "impl.store": {"spec.core"},
     "impl.http": {"spec.core", "impl.store"},
     "impl.study": {"spec.core", "spec.concurrency", "spec.crash", "spec.kit", "impl.store"},
     "impl.simulate": {"spec.core", "impl.store", "impl.http"},
-    # Any ledger traced from outside (docs/crash-target.md): the crash judgement over strace's effects.
-    "impl.outside": {"spec.core", "spec.concurrency", "spec.crash", "impl.store", "impl.study"},
     # Other projects' ledgers behind the protocol (docs/gym.md): the spec and the reference, nothing of impl.
     "adapters": {"spec", "spec.core", "spec.concurrency", "spec.crash", "spec.kit", "reference"},
     "impl.cli": {
@@ -51,7 +50,6 @@ ALLOWED: dict[str, set[str]] = {
         "impl.http",
         "impl.study",
         "impl.simulate",
-        "impl.outside",
     },
 }
 
@@ -64,7 +62,6 @@ FORBIDDEN: dict[str, set[str]] = {
     "spec.crash": HEAVY,
     "impl": HEAVY,
     "impl.store": HEAVY,
-    "impl.outside": HEAVY,
     "impl.http": {"hypothesis"},
 }
 
@@ -155,13 +152,13 @@ def test_the_kit_still_imports_from_the_spec_package() -> None:
         "assert 'hypothesis' in sys.modules; print(check_ledger.__module__)"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-    assert out.strip() == "capture_ledger.spec.kit.conformance"
+    assert out.strip() == "capture_ledger.spec.kit.sequential._conformance"
 
 
 def test_a_forbidden_edge_is_caught(tmp_path: Path) -> None:
     """The checker itself can fail: a store module importing the study is reported."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from capture_ledger.impl.study.crash import explore\n")
+    bad.write_text("from capture_ledger.impl.study.crash._crash import explore\n")
     names = _imports(bad, "capture_ledger.impl.store.bad")
     targets = {_group(n) for n in names}
     assert "impl.study" in targets and "impl.study" not in ALLOWED["impl.store"]

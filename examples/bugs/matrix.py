@@ -105,8 +105,8 @@ def budget_for(bug: Bug, *, examples: int = 60, shrink: bool = True) -> Budget:
 # ------------------------------------------------------------------------------------------ sequential
 def run_sequential(target: str, budget: Budget) -> LayerVerdict:
     """The conformance kit with three handles on one workspace (SPEC.md R-KIT-1..8)."""
-    from capture_ledger.spec.kit.conformance import KitError, check_ledger, count_steps
-    from capture_ledger.spec.kit.profiles import profile_settings
+    from capture_ledger.spec.kit import profile_settings
+    from capture_ledger.spec.kit.sequential import KitError, check_ledger, count_steps
     from hypothesis import Phase
     from hypothesis import settings as Settings  # noqa: N812
 

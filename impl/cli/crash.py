@@ -41,11 +41,11 @@ from types import FrameType
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.study.crash import CONFIGS, StudyCell, study, write_report
 from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
 from capture_ledger.impl.study.kernel.workloads import FULL_WORKLOADS, KERNEL_WORKLOADS
-from capture_ledger.impl.study.report import StudyCell, matrix_table, study, write_report
-from capture_ledger.impl.study.workloads import CONFIGS, WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
+from capture_ledger.spec.kit.crash import WORKLOADS, matrix_table
 
 __all__ = ["register", "run"]
 

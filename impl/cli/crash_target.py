@@ -5,8 +5,8 @@ R-CRASH-1..4, R-KIT-13; docs/crash-target.md).
 trace (exit 2 when strace is missing or ptrace is not permitted), runs ``impl.outside.study.study_targets``
 on it with the ``--model``, ``--workload``, ``--budget``, ``--seed``, ``--option`` and ``--first`` given,
 and prints the matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned
-object (``impl.outside.report.summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit
-code is ``impl.outside.report.exit_code``'s.
+object (``spec.kit.crash.study_summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit
+code is ``spec.kit.crash.study_exit_code``'s.
 
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
@@ -19,20 +19,23 @@ import sys
 from pathlib import Path
 
 from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import load_target, parse_options
-from capture_ledger.impl.outside import report
-from capture_ledger.impl.outside.recorder import Target, TargetError
-from capture_ledger.impl.outside.study import TargetCell, study_targets
-from capture_ledger.impl.outside.tracing import tracing_problem
 from capture_ledger.spec.crash.durability import MODELS
+from capture_ledger.spec.kit import load_target, parse_options
+from capture_ledger.spec.kit.crash import (
+    TargetCell,
+    matrix_table,
+    study_exit_code,
+    study_summary,
+    study_targets,
+    write_study_report,
+)
+from capture_ledger.spec.kit.crash.strace import Target, TraceError, tracing_problem
 
 __all__ = ["run_target"]
 
 
 def _progress(cell: TargetCell) -> None:
-    figures = ", ".join(
-        f"{e.exploration.model} {e.exploration.images} images {e.verdict}" for e in cell.explorations
-    )
+    figures = ", ".join(f"{e.model} {e.images} images {e.verdict}" for e in cell.explorations)
     print(
         f"  {cell.target} / {cell.workload}: {figures} (traced in {cell.record_seconds:.1f} s)",
         file=sys.stderr,
@@ -63,13 +66,13 @@ def run_target(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=_progress if args.verbose else None,
         )
-    except TargetError as error:
+    except TraceError as error:
         raise UsageError(str(error)) from error
     if args.json:
-        print(json.dumps(report.summary(study, target.name)))
+        print(json.dumps(study_summary(study, target.name)))
     else:
         images, distinct, seconds = study.totals()
-        print(report.matrix_table(study))
+        print(matrix_table(study, rows="target"))
         print()
         ran = ", ".join(study.workloads) or "none"
         print(f"workloads run: {ran}")
@@ -81,14 +84,14 @@ def run_target(args: argparse.Namespace) -> int:
             f"{images} crash images judged ({distinct} distinct read back) in {seconds:.1f} s: "
             f"{images / seconds if seconds else 0.0:.0f} images/s; {study.seconds:.1f} s in all"
         )
-        for entry in report.summary(study, target.name)["broken"]:
+        for entry in study_summary(study, target.name)["broken"]:
             print(f"\n{entry['clause']} under {entry['model']} ({entry['workload']}):\n{entry['timeline']}")
     if args.report is not None:
-        print(f"report: {report.write_report(study, args.report)}", file=sys.stderr)
-    return report.exit_code(study)
+        print(f"report: {write_study_report(study, args.report)}", file=sys.stderr)
+    return study_exit_code(study)
 
 
 def _workloads() -> tuple[str, ...]:
-    from capture_ledger.impl.study.workloads import WORKLOADS
+    from capture_ledger.spec.kit.crash import WORKLOADS
 
     return tuple(WORKLOADS)

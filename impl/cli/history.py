@@ -34,7 +34,7 @@ from typing import Any
 
 from capture_ledger.spec.concurrency.history import Event, event_from_json
 from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history
-from capture_ledger.spec.kit.recorder import read_history
+from capture_ledger.spec.kit import read_history
 
 __all__ = ["DEFAULT_BUDGET", "load_history", "register"]
 

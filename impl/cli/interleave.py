@@ -19,8 +19,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.study.interleave import explore, find_counterexample
-from capture_ledger.impl.study.scenarios import GUARDS, SCENARIOS, SLOW, store_opener
+from capture_ledger.impl.study.interleave import (
+    GUARDS,
+    SCENARIOS,
+    SLOW,
+    explore,
+    find_counterexample,
+    store_opener,
+)
 from capture_ledger.impl.study.variants import StoreVariant
 
 __all__ = ["register", "run_cli"]

@@ -2,7 +2,8 @@
 
 Each module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its sub-commands and sets
 ``handler=callable(args) -> int`` on each. ``main`` returns the handler's exit code; a handler that raises
-``UsageError`` (``impl.cli.options``) has its message printed as ``capture-ledger COMMAND: message`` on
+``UsageError`` (``impl.cli.options``) or ``TargetError`` (a target that cannot be loaded,
+``spec.kit``) has its message printed as ``capture-ledger COMMAND: message`` on
 standard error, and the exit code is 2. Registering a command imports only what its parser needs: the
 HTTP stack is imported by the commands that use it, when they run.
 
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Sequence
 
 from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.spec.kit import TargetError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
@@ -53,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.handler(args)
-    except UsageError as error:
+    except (UsageError, TargetError) as error:
         print(f"capture-ledger {args.command}: {error}", file=sys.stderr)
         return 2
     return code

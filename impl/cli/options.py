@@ -17,7 +17,11 @@ from pathlib import Path
 
 from capture_ledger.impl.http.auth import TOKEN_ENV, validate_bearer_token
 
-__all__ = ["UsageError", "add_token_option", "read_token"]
+__all__ = ["FILE_STORE_TARGET", "UsageError", "add_token_option", "read_token"]
+
+
+#: The production file store's factory (``open_file_store(directory)``), the default target.
+FILE_STORE_TARGET = "capture_ledger.impl.store.file_store:open_file_store"
 
 
 class UsageError(Exception):

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError, add_token_option, read_token
-from capture_ledger.impl.cli.targets import load_target
 from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.spec.kit import load_target
 
 __all__ = ["register", "run_serve"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import load_target
+from capture_ledger.spec.kit import load_target
 
 __all__ = ["register", "run_simulate"]
 

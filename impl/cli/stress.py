@@ -35,18 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import bind_options, load_target, parse_options
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit.calls import call_budget
-from capture_ledger.spec.kit.stress.check import (
+from capture_ledger.spec.kit import bind_options, call_budget, load_target, parse_options
+from capture_ledger.spec.kit.stress import (
+    DEFAULT_CHECK_BUDGET,
     DEFAULT_OPS,
     DEFAULT_ROUNDS,
+    MixSettings,
     StressReport,
     check_concurrency,
     present_operations,
 )
-from capture_ledger.spec.kit.stress.judge import DEFAULT_CHECK_BUDGET
-from capture_ledger.spec.kit.stress.mix import MixSettings
 
 __all__ = ["register", "report_json"]
 
@@ -191,8 +190,8 @@ def _stress(args: argparse.Namespace) -> int:
 def _run_processes(
     args: argparse.Namespace, factory: Any, requested: list[str] | None, seed: int, base: Path
 ) -> StressReport:
-    from capture_ledger.impl.cli.stress_processes import run_processes
-    from capture_ledger.spec.kit.operations import select_operations
+    from capture_ledger.spec.kit import select_operations
+    from capture_ledger.spec.kit.stress import run_processes
 
     present: tuple[str, ...] = OPERATIONS
     if requested is None:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import html
 
-from capture_ledger.spec.kit.stress.judge import Judgement
-from capture_ledger.spec.kit.stress.witness import op_text, outcome_text
+from capture_ledger.spec.kit.stress import Judgement, op_text, outcome_text
 
 __all__ = ["witness_svg"]
 

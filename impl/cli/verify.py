@@ -25,8 +25,8 @@ import os
 import sys
 from typing import Any
 
-from capture_ledger.impl.cli.options import UsageError
-from capture_ledger.impl.cli.targets import FILE_STORE_TARGET, load_target
+from capture_ledger.impl.cli.options import FILE_STORE_TARGET, UsageError
+from capture_ledger.spec.kit import load_target
 
 __all__ = ["DEFAULT_TARGET", "register", "run_verify"]
 
@@ -110,9 +110,8 @@ def run_verify(
         TargetError: the target cannot be loaded.
         UsageError: an unknown operation or profile, or the kit itself failed (``KitError``).
     """
-    from capture_ledger.spec.kit.conformance import KitError, judge_ledger
-    from capture_ledger.spec.kit.operations import ProtocolCheck
-    from capture_ledger.spec.kit.profiles import PROFILE_ENV, profile_settings
+    from capture_ledger.spec.kit import PROFILE_ENV, ProtocolCheck, profile_settings
+    from capture_ledger.spec.kit.sequential import KitError, judge_ledger
 
     name = target or DEFAULT_TARGET
     factory = load_target(name)

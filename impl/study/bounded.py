@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from capture_ledger.spec.kit.calls import CallHung, CallRunner
+from capture_ledger.spec.kit import CallHung, CallRunner
 
 __all__ = ["BoundedCaller", "Hung", "Outcome", "Raised", "Returned"]
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NoReturn, TypeVar
 
 from capture_ledger.impl.store.fs import FileSystem
 from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+from capture_ledger.spec.kit.crash import Fault
 
 __all__ = ["FAULTABLE_CALLS", "Fault", "FaultyFileSystem", "InjectedFaultError", "Plan", "describe"]
 
@@ -52,14 +52,6 @@ FAULTABLE_CALLS = (
     "size",
     "truncate",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """One planned failure: ``code`` is ``errno.EIO`` or ``errno.ENOSPC``; ``when`` says at which moment."""
-
-    code: int = errno.EIO
-    when: str = "before"
 
 
 class InjectedFaultError(OSError):

@@ -1,14 +1,144 @@
 """The conformance kit: what a ledger author runs against their own ledger (SPEC.md §Conformance,
-R-KIT-1..11).
+R-KIT-1..12), in three layers that are siblings here:
 
-``conformance`` holds the entry points (``check_ledger``, ``judge_ledger``, ``conformance_test_case``);
-``machine`` is the Hypothesis state machine driven by the model; ``compare`` compares one call's outcome
-with the model's result; ``classify`` says which requirement a difference breaks, ``requirements`` quotes
-it from SPEC.md, lists the kit's scope and gives each requirement its failure class; ``operations`` is the
-start-up protocol check and the choice of methods for partial ledgers; ``verdict`` the result;
-``strategies`` and ``profiles`` the machine's inputs and budgets; ``calls`` how it calls the ledger under
-study (one worker thread, a budget per call); ``recorder`` records histories of real calls for the
-linearizability checker; ``pytest_plugin`` is ``pytest --capture-ledger``. This is the only part of
-``spec`` that imports Hypothesis; ``capture_ledger.spec`` loads it lazily, so a model server that only
-needs the protocol and the errors never pays for it.
+- ``sequential``: the Hypothesis state machine driven by the model (``check_ledger``, ``judge_ledger``,
+  ``conformance_test_case``), with how a call's outcome is compared and which requirement a difference
+  breaks;
+- ``stress``: concurrent histories of any ledger on threads, tasks or processes, judged for
+  linearizability (``check_concurrency``, ``run_processes`` and the kill mode);
+- ``crash``: any ledger's crash states, recorded (our seam, strace, a kernel's block log), built from a
+  persistence model, read back by fresh handles and judged (``explore_points``, the strace recorder).
+
+Shared by the three: how the kit calls a ledger (one worker thread, a budget per call), the protocol check
+and the choice of methods for partial ledgers, the requirements quoted from SPEC.md, the Hypothesis
+profiles, the history recorder, and the one loader of ``module:callable`` targets (``load_target``).
+``pytest_plugin`` is ``pytest --capture-ledger``.
+
+Every name is loaded on first use, so importing a part of the kit (say the target loader) costs only that
+part; only the sequential kit and the profiles import Hypothesis.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from capture_ledger.spec.kit._calls import (
+        CALL_BUDGET_ENV,
+        DEFAULT_CALL_BUDGET,
+        CallHung,
+        CallRunner,
+        Opaque,
+        call_budget,
+        plain,
+    )
+    from capture_ledger.spec.kit._operations import ProtocolCheck, check_protocol, select_operations
+    from capture_ledger.spec.kit._profiles import PROFILE_ENV, PROFILES, load_profile, profile_settings
+    from capture_ledger.spec.kit._recorder import (
+        HistoryJournal,
+        HistoryRecorder,
+        RecordingLedger,
+        read_history,
+        write_history,
+    )
+    from capture_ledger.spec.kit._requirements import SCOPE, breaks, checked, fail, sentence
+    from capture_ledger.spec.kit._targets import (
+        OptionError,
+        TargetError,
+        bind_options,
+        load_target,
+        parse_options,
+    )
+    from capture_ledger.spec.kit.sequential._conformance import (
+        check_ledger,
+        conformance_test_case,
+        judge_ledger,
+    )
+    from capture_ledger.spec.kit.stress._check import check_concurrency
+
+#: Public names and the private module each is loaded from on first use.
+_LAZY = {
+    "CALL_BUDGET_ENV": "capture_ledger.spec.kit._calls",
+    "CallHung": "capture_ledger.spec.kit._calls",
+    "CallRunner": "capture_ledger.spec.kit._calls",
+    "DEFAULT_CALL_BUDGET": "capture_ledger.spec.kit._calls",
+    "HistoryJournal": "capture_ledger.spec.kit._recorder",
+    "HistoryRecorder": "capture_ledger.spec.kit._recorder",
+    "Opaque": "capture_ledger.spec.kit._calls",
+    "PROFILES": "capture_ledger.spec.kit._profiles",
+    "PROFILE_ENV": "capture_ledger.spec.kit._profiles",
+    "ProtocolCheck": "capture_ledger.spec.kit._operations",
+    "RecordingLedger": "capture_ledger.spec.kit._recorder",
+    "SCOPE": "capture_ledger.spec.kit._requirements",
+    "OptionError": "capture_ledger.spec.kit._targets",
+    "TargetError": "capture_ledger.spec.kit._targets",
+    "bind_options": "capture_ledger.spec.kit._targets",
+    "breaks": "capture_ledger.spec.kit._requirements",
+    "call_budget": "capture_ledger.spec.kit._calls",
+    "check_concurrency": "capture_ledger.spec.kit.stress._check",
+    "check_ledger": "capture_ledger.spec.kit.sequential._conformance",
+    "check_protocol": "capture_ledger.spec.kit._operations",
+    "checked": "capture_ledger.spec.kit._requirements",
+    "conformance_test_case": "capture_ledger.spec.kit.sequential._conformance",
+    "fail": "capture_ledger.spec.kit._requirements",
+    "judge_ledger": "capture_ledger.spec.kit.sequential._conformance",
+    "load_profile": "capture_ledger.spec.kit._profiles",
+    "load_target": "capture_ledger.spec.kit._targets",
+    "parse_options": "capture_ledger.spec.kit._targets",
+    "plain": "capture_ledger.spec.kit._calls",
+    "profile_settings": "capture_ledger.spec.kit._profiles",
+    "read_history": "capture_ledger.spec.kit._recorder",
+    "select_operations": "capture_ledger.spec.kit._operations",
+    "sentence": "capture_ledger.spec.kit._requirements",
+    "write_history": "capture_ledger.spec.kit._recorder",
+}
+
+__all__ = [
+    "CALL_BUDGET_ENV",
+    "DEFAULT_CALL_BUDGET",
+    "PROFILES",
+    "PROFILE_ENV",
+    "SCOPE",
+    "CallHung",
+    "CallRunner",
+    "HistoryJournal",
+    "HistoryRecorder",
+    "Opaque",
+    "OptionError",
+    "ProtocolCheck",
+    "RecordingLedger",
+    "TargetError",
+    "bind_options",
+    "breaks",
+    "call_budget",
+    "check_concurrency",
+    "check_ledger",
+    "check_protocol",
+    "checked",
+    "conformance_test_case",
+    "fail",
+    "judge_ledger",
+    "load_profile",
+    "load_target",
+    "parse_options",
+    "plain",
+    "profile_settings",
+    "read_history",
+    "select_operations",
+    "sentence",
+    "write_history",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

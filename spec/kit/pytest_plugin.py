@@ -95,8 +95,8 @@ def _judge(config: pytest.Config) -> Any:
     """The verdict, judged once per session (``judge_ledger(..., every=True)``)."""
     if _VERDICT in config.stash:
         return config.stash[_VERDICT]
-    from capture_ledger.spec.kit.conformance import judge_ledger
-    from capture_ledger.spec.kit.profiles import PROFILE_ENV, profile_settings
+    from capture_ledger.spec.kit._profiles import PROFILE_ENV, profile_settings
+    from capture_ledger.spec.kit.sequential import judge_ledger
     from hypothesis import HealthCheck, settings
 
     target = config.getoption("capture_ledger")

@@ -143,7 +143,7 @@ PROGRAMS: dict[str | None, str] = {
 
 REPLAY = """
 import json, sys
-from capture_ledger.spec.kit.conformance import conformance_machine
+from capture_ledger.spec.kit.sequential import conformance_machine
 from capture_ledger.adapters import gym
 
 machine = conformance_machine(
@@ -189,7 +189,7 @@ ADAPTER = """
 import asyncio, json, math, sys, tempfile
 from pathlib import Path
 from capture_ledger.adapters.gym import open_gym_file_store, open_gym_memory_store, to_commit
-from capture_ledger.spec.kit.operations import check_protocol
+from capture_ledger.spec.kit import check_protocol
 
 rows = [
     {"model_call_id": "c1", "staging_key": None, "i": 2**100, "f": -0.0, "t": 5e-324, "b": True, "n": None,

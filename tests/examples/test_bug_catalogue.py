@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 import pytest
-from capture_ledger.spec.kit.conformance import check_ledger
-from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit import PROFILES
+from capture_ledger.spec.kit.sequential import check_ledger
 from hypothesis import Phase, settings
 
 from examples.bugs import async_bugs, directory_bugs, sqlite_bugs

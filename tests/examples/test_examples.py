@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 from capture_ledger.spec import CaptureLedger, RolloutRetiredError, check_ledger
-from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit import PROFILES
 from hypothesis import settings
 
 from examples import async_ledger, directory_ledger, sqlite_ledger

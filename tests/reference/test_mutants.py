@@ -28,9 +28,8 @@ from capture_ledger.reference.mutants import (
     open_reference,
     open_shared_reference,
 )
-from capture_ledger.spec.kit.conformance import check_ledger, conformance_machine, count_steps, judge_ledger
-from capture_ledger.spec.kit.profiles import PROFILES
-from capture_ledger.spec.kit.requirements import breaks
+from capture_ledger.spec.kit import PROFILES, breaks
+from capture_ledger.spec.kit.sequential import check_ledger, conformance_machine, count_steps, judge_ledger
 from hypothesis import Phase, settings
 
 #: The search: deterministic, deep enough (25 steps) to reach a retire followed by a late write.

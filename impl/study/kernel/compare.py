@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from capture_ledger.impl.study.recording import Invoke, Recording, Return
 from capture_ledger.spec.crash.durability import DiskImage, PersistenceModel
+from capture_ledger.spec.kit.crash import Invoke, Recording, Return
 
 __all__ = ["ModelView", "ReaderClass", "TraceWindow", "looseness", "reader_class"]
 

@@ -30,20 +30,19 @@ from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.study.freed import freed_by_setup
+from capture_ledger.impl.study.crash import (
+    RecordingFileSystem,
+    StoreConfig,
+    freed_by_setup,
+    lay_baseline,
+    operation_runner,
+    run_paused,
+)
 from capture_ledger.impl.study.hooked import FsCall
 from capture_ledger.impl.study.kernel.blocklog import MARK, WRITE, LogRecord, read_log
 from capture_ledger.impl.study.kernel.filesystems import FsConfig, make_image
 from capture_ledger.impl.study.kernel.host import KernelSetupError, fuse_daemon, loop_device, mounted
-from capture_ledger.impl.study.recording import (
-    Recording,
-    RecordingFileSystem,
-    StoreConfig,
-    Workload,
-    _run_paused,
-    lay_baseline,
-    operation_runner,
-)
+from capture_ledger.spec.kit.crash import Recording, Workload
 
 __all__ = ["LEDGER_DIRECTORY", "KernelRecording", "MarkingRecorder", "record_on_kernel"]
 
@@ -124,7 +123,7 @@ def _drive(
                 for index in range(len(workload.ops)):
                     run(index, main, "main")
         else:
-            paused = _run_paused(
+            paused = run_paused(
                 workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
             )
         mark("END")

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from capture_ledger.impl.study.kernel.blocklog import FLUSH, MARK, WRITE
 from capture_ledger.impl.study.kernel.recorder import KernelRecording
 from capture_ledger.impl.study.kernel.states import CrashState, Epoch
-from capture_ledger.impl.study.recording import Invoke, Return, TraceEvent
 from capture_ledger.spec.crash.durability import describe_effect
+from capture_ledger.spec.kit.crash import Invoke, Return, TraceEvent
 
 __all__ = ["block_timeline"]
 

@@ -18,9 +18,8 @@ kernel did).
 
 from __future__ import annotations
 
-from capture_ledger.impl.study.recording import Workload
-from capture_ledger.impl.study.workloads import WORKLOADS
 from capture_ledger.spec.core.model import Delete, Operation, Record, Retire
+from capture_ledger.spec.kit.crash import WORKLOADS, Workload
 
 __all__ = ["CI_WORKLOADS", "FULL_WORKLOADS", "KERNEL_WORKLOADS", "ROW_BYTES"]
 

@@ -10,3 +10,30 @@ the interleaving), or that a race is found within any number of rounds.
 """
 
 from __future__ import annotations
+
+from capture_ledger.spec.kit.stress._check import (
+    DEFAULT_OPS,
+    DEFAULT_ROUNDS,
+    StressReport,
+    check_concurrency,
+    present_operations,
+)
+from capture_ledger.spec.kit.stress._judge import DEFAULT_CHECK_BUDGET, Judgement
+from capture_ledger.spec.kit.stress._mix import MixSettings, draw_round
+from capture_ledger.spec.kit.stress._processes import run_processes
+from capture_ledger.spec.kit.stress._witness import op_text, outcome_text
+
+__all__ = [
+    "DEFAULT_CHECK_BUDGET",
+    "DEFAULT_OPS",
+    "DEFAULT_ROUNDS",
+    "Judgement",
+    "MixSettings",
+    "StressReport",
+    "check_concurrency",
+    "draw_round",
+    "op_text",
+    "outcome_text",
+    "present_operations",
+    "run_processes",
+]

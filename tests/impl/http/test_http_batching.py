@@ -16,7 +16,7 @@ from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_
 from capture_ledger.impl.http.client import RetryPolicy
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import MAX_LEDGER_BATCH, InvalidRolloutIdError
-from capture_ledger.spec.kit.strategies import rollout_ids
+from capture_ledger.spec.kit.sequential import rollout_ids
 from hypothesis import given
 from hypothesis import strategies as st
 

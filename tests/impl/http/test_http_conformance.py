@@ -29,7 +29,7 @@ from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate.servers import ServerThread
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import Manifest, RolloutRemoval, check_ledger
-from capture_ledger.spec.kit.profiles import profile_settings
+from capture_ledger.spec.kit import profile_settings
 from hypothesis import Phase, settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 

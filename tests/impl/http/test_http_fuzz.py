@@ -34,9 +34,9 @@ from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate.servers import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec.core.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN
-from capture_ledger.spec.kit.profiles import profile_settings
-from capture_ledger.spec.kit.strategies import invalid_rollout_id_strings, invalid_rollout_ids
-from capture_ledger.spec.kit.strategies import json_values as spec_json_values
+from capture_ledger.spec.kit import profile_settings
+from capture_ledger.spec.kit.sequential import invalid_rollout_id_strings, invalid_rollout_ids
+from capture_ledger.spec.kit.sequential import json_values as spec_json_values
 from hypothesis import Phase, example, given, reject, settings
 from hypothesis import strategies as st
 

@@ -29,8 +29,8 @@ from capture_ledger.impl.store.canonical import parse_canonical, record_of_line,
 from capture_ledger.impl.store.lines import decode, encode
 from capture_ledger.spec.core.model import RecordEntry
 from capture_ledger.spec.core.rows import canonical_json, validate_row
-from capture_ledger.spec.kit.profiles import profile_settings
-from capture_ledger.spec.kit.strategies import INVALID_ROWS
+from capture_ledger.spec.kit import profile_settings
+from capture_ledger.spec.kit.sequential import INVALID_ROWS
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 

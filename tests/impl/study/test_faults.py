@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.study.crash import StoreConfig, observe_directory, run_operation
-from capture_ledger.impl.study.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
+from capture_ledger.impl.study.crash import StoreConfig, observe_directory
+from capture_ledger.impl.study.faults import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
 from capture_ledger.spec.core.model import (
     RETIRED,
     Delete,
@@ -35,7 +35,8 @@ from capture_ledger.spec.core.model import (
     step,
 )
 from capture_ledger.spec.crash.contract import Span, allowed_states, touches
-from capture_ledger.spec.kit.profiles import load_profile
+from capture_ledger.spec.kit import load_profile
+from capture_ledger.spec.kit.crash import Fault, run_operation
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 

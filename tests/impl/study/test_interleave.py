@@ -27,6 +27,11 @@ from capture_ledger.impl.store.fs import FileSystem
 from capture_ledger.impl.store.locks import stripe_of
 from capture_ledger.impl.study.hooked import HookedFileSystem
 from capture_ledger.impl.study.interleave import (
+    EXTRA,
+    GUARDS,
+    SCENARIOS,
+    SLOW,
+    STRIPES,
     ChoiceSchedule,
     Run,
     Scenario,
@@ -34,14 +39,14 @@ from capture_ledger.impl.study.interleave import (
     explore,
     find_counterexample,
     run_schedule,
+    store_opener,
 )
-from capture_ledger.impl.study.scenarios import EXTRA, GUARDS, SCENARIOS, SLOW, STRIPES, store_opener
 from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, load_manifest
 from capture_ledger.spec.concurrency.linearizability import Violation
 from capture_ledger.spec.core.model import Delete, ManifestValue, ReadManifest, Removal, Retire
 from capture_ledger.spec.core.model import Ok as ModelOk
-from capture_ledger.spec.kit.profiles import profile_settings
+from capture_ledger.spec.kit import profile_settings
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 

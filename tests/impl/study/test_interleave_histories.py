@@ -20,7 +20,7 @@ from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import Ok, check_history
 from capture_ledger.spec.core.errors import RolloutRetiredError
 from capture_ledger.spec.core.model import Err, ErrorKind, Record, Retire
-from capture_ledger.spec.kit.recorder import (
+from capture_ledger.spec.kit import (
     HistoryJournal,
     HistoryRecorder,
     RecordingLedger,

@@ -24,15 +24,16 @@ from typing import Any
 
 import pytest
 from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.study.crash import StoreConfig
 from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
 from capture_ledger.impl.study.kernel.host import KernelSetupError, leftovers, missing, strict, workspace
 from capture_ledger.impl.study.kernel.recorder import record_on_kernel
 from capture_ledger.impl.study.kernel.report import KernelStudy, kernel_study
 from capture_ledger.impl.study.kernel.study import kernel_cell
 from capture_ledger.impl.study.kernel.workloads import CI_WORKLOADS, KERNEL_WORKLOADS
-from capture_ledger.impl.study.recording import StoreConfig, Workload
 from capture_ledger.spec.core.model import HasRows, Record
 from capture_ledger.spec.crash.durability import NoJournalExt4
+from capture_ledger.spec.kit.crash import Workload
 
 MISSING = missing()
 if MISSING:

@@ -45,7 +45,7 @@ from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
 from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
-from capture_ledger.spec.kit.recorder import HistoryJournal, HistoryRecorder, read_history
+from capture_ledger.spec.kit import HistoryJournal, HistoryRecorder, read_history
 
 KILLS = 40
 IDS = tuple(f"r{i}" for i in range(5))

@@ -26,18 +26,17 @@ from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.store.lines import ledger_name
 from capture_ledger.impl.study.crash import (
-    Recording,
+    RecordingFileSystem,
     StoreConfig,
-    Workload,
     explore,
     observe_directory,
     record,
 )
 from capture_ledger.impl.study.interleave import ChoiceSchedule, Scenario, run_schedule
 from capture_ledger.impl.study.interleave import explore as explore_schedules
-from capture_ledger.impl.study.recording import RecordingFileSystem
 from capture_ledger.spec.concurrency.linearizability import Ok
 from capture_ledger.spec.core.model import Record, Retire
+from capture_ledger.spec.kit.crash import Recording, Workload
 
 #: Short budgets: the broken stores below hang for good, so any budget shows the verdict.
 BUDGET = 0.3

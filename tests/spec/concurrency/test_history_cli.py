@@ -18,7 +18,7 @@ from capture_ledger.impl.cli.main import main
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec.concurrency.history import Event, event_to_json
 from capture_ledger.spec.core import model
-from capture_ledger.spec.kit.recorder import HistoryJournal, HistoryRecorder
+from capture_ledger.spec.kit import HistoryJournal, HistoryRecorder
 
 ROW = {"model_call_id": "m1"}
 GOOD = [

@@ -21,12 +21,12 @@ import multiprocessing
 from pathlib import Path
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study.histories import phased_client, random_operations
+from capture_ledger.impl.study.interleave import phased_client, random_operations
 from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
 from capture_ledger.spec.core.model import Delete, Operation, ReadManifest, Record, Retire
-from capture_ledger.spec.kit.recorder import HistoryRecorder, read_history, write_history
+from capture_ledger.spec.kit import HistoryRecorder, read_history, write_history
 
 ROLLOUT_IDS = ("a", "b", "c")
 LATE = "z"  # the ID of the fixed phases

@@ -34,7 +34,7 @@ from capture_ledger.spec.core.model import (
     Retire,
 )
 from capture_ledger.spec.core.rows import canonical_json
-from capture_ledger.spec.kit.profiles import profile_settings
+from capture_ledger.spec.kit import profile_settings
 from hypothesis import given
 from hypothesis import strategies as st
 

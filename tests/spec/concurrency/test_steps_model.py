@@ -32,7 +32,7 @@ from capture_ledger.spec.concurrency.steps import (
     operation_of,
 )
 from capture_ledger.spec.core import model
-from capture_ledger.spec.kit.profiles import profile_settings
+from capture_ledger.spec.kit import profile_settings
 from hypothesis import given
 from hypothesis import strategies as st
 

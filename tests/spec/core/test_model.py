@@ -40,7 +40,7 @@ from capture_ledger.spec.core.model import (
     Retire,
     step,
 )
-from capture_ledger.spec.kit.strategies import INVALID_ROLLOUT_IDS, INVALID_ROWS, json_values, rollout_ids
+from capture_ledger.spec.kit.sequential import INVALID_ROLLOUT_IDS, INVALID_ROWS, json_values, rollout_ids
 from hypothesis import given
 from hypothesis import strategies as st
 

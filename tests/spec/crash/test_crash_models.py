@@ -32,7 +32,7 @@ from capture_ledger.spec.crash.durability import (
     Write,
     space,
 )
-from capture_ledger.spec.kit.profiles import load_profile
+from capture_ledger.spec.kit import load_profile
 from hypothesis import given
 from hypothesis import strategies as st
 

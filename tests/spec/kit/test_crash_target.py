@@ -114,7 +114,7 @@ def test_the_directory_ledgers_retries_after_a_failed_sync_keep_the_contract() -
 
 
 def _cross_check(configs: tuple[str, ...], workloads: tuple[str, ...], models: tuple[str, ...]) -> list[Any]:
-    from capture_ledger.impl.outside.crosscheck import cross_check
+    from capture_ledger.impl.study.crash import cross_check
 
     return cross_check(configs=configs, workloads=workloads, models=models)
 
@@ -143,8 +143,9 @@ def test_the_cross_check_agrees_on_every_configuration_of_the_small_study() -> N
     left out), every workload, every model: the verdicts agree wherever the two runs took the same schedule,
     and every workload but `retire-overlap` (parked by time from outside) takes the same schedule both ways:
     the threaded ones run under the seam study's scheduler in the traced child too."""
-    from capture_ledger.impl.study.workloads import SMALL, SMALL_WORKLOADS
+    from capture_ledger.impl.study.crash import SMALL
     from capture_ledger.spec.crash.durability import MODELS
+    from capture_ledger.spec.kit.crash import SMALL_WORKLOADS
 
     found = _cross_check(SMALL, SMALL_WORKLOADS, tuple(MODELS))
     assert all(c.explained for c in found), [c.line() for c in found if not c.explained]

@@ -8,9 +8,6 @@ real.
 
 from __future__ import annotations
 
-from capture_ledger.impl.outside.parser import parse_trace
-from capture_ledger.impl.outside.simulation import Marker
-from capture_ledger.impl.outside.syscalls import read_syscalls, str_arg
 from capture_ledger.spec.crash.durability import (
     Baseline,
     Create,
@@ -28,6 +25,7 @@ from capture_ledger.spec.crash.durability import (
     Write,
     space,
 )
+from capture_ledger.spec.kit.crash.strace import Marker, parse_trace, read_syscalls, str_arg
 
 TRACE = """\
 18762 openat(AT_FDCWD</w>, "/w/a", O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0644) = 3</w/a>

@@ -16,10 +16,8 @@ import pytest
 from capture_ledger.reference import ReferenceLedger, open_reference_ledger
 from capture_ledger.reference.mutants import MUTANTS, AsyncLedger
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit.conformance import check_ledger, conformance_machine, judge_ledger, rule_names
-from capture_ledger.spec.kit.operations import ProtocolCheck, check_protocol, select_operations
-from capture_ledger.spec.kit.profiles import PROFILES
-from capture_ledger.spec.kit.requirements import SCOPE, checked
+from capture_ledger.spec.kit import PROFILES, SCOPE, ProtocolCheck, check_protocol, checked, select_operations
+from capture_ledger.spec.kit.sequential import check_ledger, conformance_machine, judge_ledger, rule_names
 from hypothesis import Phase, settings
 
 #: Small and deterministic: 127 subsets each run, so each run is short; failures need no shrinking here.

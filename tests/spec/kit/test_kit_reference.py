@@ -16,7 +16,7 @@ from capture_ledger.spec import (
     check_ledger,
     conformance_test_case,
 )
-from capture_ledger.spec.kit.conformance import conformance_machine, count_steps, rule_names
+from capture_ledger.spec.kit.sequential import conformance_machine, count_steps, rule_names
 
 
 def test_reference_ledger_conforms() -> None:

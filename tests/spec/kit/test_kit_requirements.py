@@ -31,10 +31,14 @@ from capture_ledger.spec.core.model import (
     RecordFailure,
     Retire,
 )
-from capture_ledger.spec.kit.classify import call_requirement, change_requirement, named_ids
-from capture_ledger.spec.kit.conformance import factory_name, judge_ledger
-from capture_ledger.spec.kit.profiles import PROFILES
-from capture_ledger.spec.kit.requirements import SCOPE, breaks, fail, sentence
+from capture_ledger.spec.kit import PROFILES, SCOPE, breaks, fail, sentence
+from capture_ledger.spec.kit.sequential import (
+    call_requirement,
+    change_requirement,
+    factory_name,
+    judge_ledger,
+    named_ids,
+)
 from hypothesis import Phase, settings
 
 ROOT = Path(__file__).resolve().parents[3]

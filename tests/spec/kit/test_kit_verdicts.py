@@ -22,9 +22,8 @@ import pytest
 from capture_ledger.reference import ReferenceLedger, open_reference_ledger
 from capture_ledger.spec import RolloutRemoval
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit.calls import CALL_BUDGET_ENV, DEFAULT_CALL_BUDGET, Opaque, call_budget, plain
-from capture_ledger.spec.kit.conformance import KitError, check_ledger, conformance_machine, count_steps
-from capture_ledger.spec.kit.profiles import PROFILES
+from capture_ledger.spec.kit import CALL_BUDGET_ENV, DEFAULT_CALL_BUDGET, PROFILES, Opaque, call_budget, plain
+from capture_ledger.spec.kit.sequential import KitError, check_ledger, conformance_machine, count_steps
 from hypothesis import Phase, settings
 
 #: Deterministic, and small: every misbehaviour here shows within a few steps.

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from capture_ledger.spec.kit.profiles import PROFILE_ENV
+from capture_ledger.spec.kit import PROFILE_ENV
 
 CONFTEST = """
 from hypothesis import settings
@@ -92,7 +92,8 @@ def test_without_the_option_the_plugin_adds_nothing_and_imports_light(tmp_path: 
     assert done.returncode == 0 and "1 passed" in done.stdout and "capture-ledger" not in done.stdout
     code = (
         "import sys; import capture_ledger.spec.kit.pytest_plugin; "
-        "print(sorted(m for m in ('hypothesis', 'capture_ledger.spec.kit.conformance') if m in sys.modules))"
+        "print(sorted(m for m in ('hypothesis', 'capture_ledger.spec.kit.sequential._conformance') "
+        "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

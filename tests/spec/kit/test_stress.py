@@ -22,7 +22,7 @@ import pytest
 from capture_ledger.impl.store.file_store import open_file_store
 from capture_ledger.spec import check_concurrency
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
-from capture_ledger.spec.kit.stress.mix import MixSettings, draw_round
+from capture_ledger.spec.kit.stress import MixSettings, draw_round
 
 from examples.async_ledger import open_ledger as open_async
 from examples.bugs.catalogue import bug

@@ -1,0 +1,151 @@
+"""The crash workloads every ledger's crash layer runs (R-CRASH-1..4, R-STORE-3..5; SPEC.md §Crash).
+
+``WORKLOADS`` are the recorded runs (``Workload``): setup operations, a few ledger operations, perhaps one
+of them paused against the others, run on threads of their own, or faulted; each note says which steps of
+a careful protocol it exercises. ``SMALL_WORKLOADS`` are those the CI study of our own store runs.
+
+Not guaranteed: that the workloads exercise every path of a ledger (each layer says what it did not run).
+"""
+
+from __future__ import annotations
+
+from capture_ledger.spec.core.model import Delete, Operation, Record, RecordFailure, Retire
+from capture_ledger.spec.kit.crash._trace import FaultAt, Pause, Workload
+
+__all__ = ["SMALL_WORKLOADS", "WORKLOADS"]
+
+
+def _row(call: str, value: int = 1) -> dict[str, object]:
+    return {"model_call_id": call, "value": value}
+
+
+def _retried(
+    name: str, op: Operation, call: str, note: str, *, setup: tuple[Operation, ...] = ()
+) -> Workload:
+    """``op`` fails (EIO) at its first seam call named ``call``, and the caller retries it."""
+    return Workload(name=name, setup=setup, ops=(op, op), faults=(FaultAt(0, call),), note=note)
+
+
+_SYNC = frozenset({"sync_dir", "syncfs"})
+
+#: The study's workloads: each exercises the steps named in its note.
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="record-new",
+            ops=(Record("r1", _row("a")),),
+            note="first record creates the ledger: data fsync, directory sync on create",
+        ),
+        Workload(
+            name="record-append",
+            setup=(Record("r1", _row("a")),),
+            ops=(Record("r1", _row("b")), RecordFailure("r1", "c", "timeout")),
+            note="appends to a durable ledger: data fsync",
+        ),
+        Workload(
+            name="record-torn",
+            setup=(Record("r1", _row("a")),),
+            torn=("r1",),
+            ops=(Record("r1", _row("b")),),
+            note="append after a crash left a torn last line: truncate, write, fsync (R-STORE-6)",
+        ),
+        Workload(
+            name="retire-live",
+            setup=(Record("r1", _row("a")),),
+            ops=(Retire(["r1", "r2"]),),
+            note="retire a Live and an Absent ID: fences, sync, unlink, sync",
+        ),
+        Workload(
+            name="retire-overlap",
+            ops=(Retire(["r1"]), Retire(["r1"])),
+            pause=Pause(0, _SYNC),
+            note="a second retire runs while the first has written its fence but not synced it: "
+            "the sync when nothing was written",
+        ),
+        Workload(
+            name="delete-reuse",
+            setup=(Record("r1", _row("a")), Retire(["r1"])),
+            ops=(Delete(["r1"]), Record("r1", _row("b"))),
+            note="delete a Retired ID, then reuse it: delete's sync",
+        ),
+        Workload(
+            name="retire-delete-reuse",
+            setup=(Record("r1", _row("a")),),
+            ops=(Retire(["r1"]), Delete(["r1"]), Record("r1", _row("b"))),
+            pause=Pause(0, frozenset({"lock"}), 2),
+            note="a delete and a reuse run between retire's phases: the re-check (R-CONC-3)",
+        ),
+        _retried(
+            "record-retry-eio",
+            Record("r1", _row("a")),
+            "sync_dir",
+            "the first record's directory sync fails (EIO); the caller retries the same row, which is "
+            "already there (R-WRITE-3)",
+        ),
+        _retried(
+            "retire-retry-eio",
+            Retire(["r1"]),
+            "sync_dir",
+            "a retire fails after writing its fence, before syncing it; the caller retries the batch: the "
+            "sync when nothing was written",
+        ),
+        _retried(
+            "retire-retry-fsync-eio",
+            Retire(["r1"]),
+            "fsync",
+            "with fence_sync=file: the fence's fsync fails (EIO), or its process dies; the batch is retried",
+        ),
+        _retried(
+            "delete-retry-eio",
+            Delete(["r1"]),
+            "sync_dir",
+            "a delete fails at its directory sync; the caller retries: every non-empty batch syncs",
+            setup=(Record("r1", _row("a")), Retire(["r1"])),
+        ),
+        Workload(
+            name="mixed",
+            setup=(Record("r1", _row("a")), Record("r2", _row("b")), Retire(["r4"])),
+            ops=(
+                Record("r3", _row("c")),
+                Retire(["r1", "r2", "r3", "r4"]),
+                Delete(["r2", "r4"]),
+                Record("r2", _row("d")),
+            ),
+            note="larger: every kind of operation on four IDs",
+        ),
+        Workload(
+            name="retires-share-syncs",
+            setup=tuple(Record(f"r{i}", _row("a")) for i in (1, 2, 3)),
+            ops=(Retire(["r1"]), Retire(["r2"]), Retire(["r3"])),
+            threads=((0,), (1,), (2,)),
+            note="three one-ID retires on three handles of one process, each asking for its syncs while "
+            "another runs: group commit shares them (R-STORE-9)",
+        ),
+        Workload(
+            name="removals-share-syncs",
+            setup=(*(Record(f"r{i}", _row("a")) for i in (1, 2, 3)), Retire(["r3"])),
+            ops=(Delete(["r1"]), Retire(["r2"]), Delete(["r3"]), Record("r3", _row("b"))),
+            threads=((0,), (1,), (2, 3)),
+            note="deletes and a retire share syncs (R-STORE-9); the deleted Retired ID is then re-used",
+        ),
+        Workload(
+            name="retire-batch",
+            setup=tuple(Record(f"r{i}", _row("a")) for i in range(8)),
+            ops=(Retire([f"r{i}" for i in range(8)]),),
+            note="a batch of eight Live IDs: the weak models' spaces grow as 2^8; sampled",
+        ),
+    )
+}
+
+#: The workloads of the CI study.
+SMALL_WORKLOADS = (
+    "record-new",
+    "retire-live",
+    "retire-overlap",
+    "retire-retry-eio",
+    "delete-reuse",
+    "retire-delete-reuse",
+    "retires-share-syncs",
+    "removals-share-syncs",
+)

@@ -1,0 +1,28 @@
+"""capture_ledger.spec.kit.crash.strace."""
+
+from __future__ import annotations
+
+from capture_ledger.spec.kit.crash.strace._parser import parse_trace
+from capture_ledger.spec.kit.crash.strace._recorder import (
+    PARK_DELAY,
+    Target,
+    TraceError,
+    record_target,
+    supported,
+)
+from capture_ledger.spec.kit.crash.strace._simulation import Marker
+from capture_ledger.spec.kit.crash.strace._syscalls import read_syscalls, str_arg
+from capture_ledger.spec.kit.crash.strace._tracing import tracing_problem
+
+__all__ = [
+    "PARK_DELAY",
+    "Marker",
+    "Target",
+    "TraceError",
+    "parse_trace",
+    "read_syscalls",
+    "record_target",
+    "str_arg",
+    "supported",
+    "tracing_problem",
+]

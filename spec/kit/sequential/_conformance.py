@@ -1,0 +1,387 @@
+"""The conformance kit's entry points: judge any ledger against the model (SPEC.md §Conformance,
+R-KIT-1..8; docs/kit.md).
+
+``check_ledger(open_ledger, *, handles=1, settings=None, operations=None)`` runs the state machine of
+``machine`` against the ledgers a factory opens, and raises ``AssertionError`` naming the broken
+requirement with a shrunk, runnable counterexample; ``judge_ledger`` returns the same ``Verdict`` without
+raising (``capture-ledger verify`` uses it); ``conformance_test_case`` wraps ``check_ledger`` for unittest.
+
+Before running, one handle is opened in a scratch workspace and compared with the protocol
+(``operations.check_protocol``); by default the kit checks the methods it has, so a ledger without
+``retire``, ``delete`` or ``admit`` is judged on the rest and the verdict lists the requirements not
+checked. With ``every=True`` the kit goes on past the first broken requirement: each round tolerates the
+requirements already found (``machine``'s tainting) and searches again, until a round finds nothing new,
+so each broken requirement is reported once with its own shrunk counterexample.
+
+Every verdict is an ``AssertionError`` (R-KIT-6), whatever the ledger did; an error of the kit or of
+Hypothesis is a ``KitError``, never a verdict (R-KIT-7). Not checked: durability across crashes
+(``crash``), concurrent calls (``interleave``, ``stress``), or speed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import unittest
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from capture_ledger.spec.core.protocol import OPERATIONS
+from capture_ledger.spec.kit._calls import CALL_BUDGET_ENV, CallHung, CallRunner
+from capture_ledger.spec.kit._calls import call_budget as resolve_call_budget
+from capture_ledger.spec.kit._operations import ProtocolCheck, check_protocol, select_operations
+from capture_ledger.spec.kit._requirements import SCOPE, UNTOLERABLE, NonConformance, checked
+from capture_ledger.spec.kit.sequential._machine import Counts, LedgerFactory, conformance_machine
+from capture_ledger.spec.kit.sequential._verdict import Broken, Verdict, count_steps, quoted
+from hypothesis import reporting
+from hypothesis import settings as Settings  # noqa: N812
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+__all__ = [
+    "KitError",
+    "LedgerFactory",
+    "LedgerNonConformance",
+    "NonConformance",
+    "Verdict",
+    "check_ledger",
+    "conformance_machine",
+    "conformance_test_case",
+    "count_steps",
+    "factory_name",
+    "judge_ledger",
+    "rule_names",
+]
+
+
+class KitError(RuntimeError):
+    """The kit failed before reaching a verdict: an error of the kit or of Hypothesis, not of the ledger."""
+
+
+class LedgerNonConformance(AssertionError):  # noqa: N818 -- a verdict, not an error
+    """``check_ledger``'s verdict that the ledger does not conform; ``verdict`` holds every detail."""
+
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.report())
+        self.verdict = verdict
+
+
+def factory_name(open_ledger: LedgerFactory) -> str:
+    """``module:qualname`` of a factory that can be imported by that name, else its qualified name."""
+    qualname = getattr(open_ledger, "__qualname__", None) or repr(open_ledger)
+    module = getattr(open_ledger, "__module__", None)
+    if module and "<" not in qualname and module != "__main__":
+        return f"{module}:{qualname}"
+    return str(qualname)
+
+
+def _header(target: str, handles: int, operations: tuple[str, ...], tolerate: list[str]) -> list[str]:
+    """The lines that make a counterexample a program: imports and the machine it runs on."""
+    lines = ["from capture_ledger.spec.kit.sequential._conformance import conformance_machine"]
+    module, sep, attribute = target.partition(":")
+    if sep and module and attribute and "<" not in attribute:
+        head = attribute.rpartition(".")[0]
+        if head:
+            lines.append(f"from {module} import {head.split('.')[0]}")
+            lines.append(f"open_ledger = {attribute}")
+        else:
+            lines.append(f"from {module} import {attribute} as open_ledger")
+    else:
+        lines.append(f"open_ledger = ...  # the factory {target}")
+    arguments = [f"handles={handles}"]
+    if set(operations) != set(OPERATIONS):
+        arguments.append(f"operations={operations!r}")
+    if tolerate:
+        arguments.append(f"tolerate={tuple(tolerate)!r}")
+    lines.append(f"LedgerConformance = conformance_machine(open_ledger, {', '.join(arguments)})")
+    return lines
+
+
+def _probe(open_ledger: LedgerFactory, budget: float) -> ProtocolCheck | None:
+    """Open one handle in a scratch workspace and compare it with the protocol; ``None`` when the factory
+    fails (the machine then reports it, R-KIT-7).
+
+    Raises:
+        CallHung: the factory or the check did not return within the budget.
+    """
+    workspace = Path(tempfile.mkdtemp(prefix="capture-ledger-probe-"))
+    runner = CallRunner(budget)
+
+    def job() -> ProtocolCheck | None:
+        try:
+            ledger = runner.await_value(open_ledger(workspace))
+            found = check_protocol(ledger)
+            close = getattr(ledger, "close", None)
+            if callable(close):
+                runner.await_value(close())
+        except BaseException:  # the factory's or close's failure: the machine reports it as a verdict
+            return None
+        return found
+
+    try:
+        return runner.run("open_ledger(workspace)", job)
+    finally:
+        try:
+            runner.close()
+        finally:
+            shutil.rmtree(workspace, ignore_errors=True)
+
+
+def _first_verdict(error: BaseException) -> NonConformance | None:
+    """The kit's verdict in ``error`` (possibly inside a group, as a flaky failure is), else ``None``."""
+    if isinstance(error, NonConformance):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _first_verdict(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _program(lines: list[str]) -> list[str]:
+    """The runnable steps of Hypothesis's report: every line from ``state = ...`` to ``state.teardown()``.
+
+    Continuation lines are kept, so that an argument Hypothesis prints over several lines still parses.
+    """
+    program: list[str] = []
+    for line in lines:
+        for part in line.splitlines():
+            if not program and not part.startswith("state = "):
+                continue
+            program.append(part)
+            if part.strip() == "state.teardown()":
+                return program
+    return program
+
+
+def _first_line(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup):
+        return "; ".join(_first_line(e) for e in error.exceptions)
+    return f"{type(error).__name__}: {error}"
+
+
+def _broken(
+    requirement: str, what: str, header: list[str], program: list[str], *, shrunk: bool = True
+) -> Broken:
+    text = "\n".join([*header, *program])
+    message = "\n".join(part for part in (what, quoted(requirement)) if part)
+    return Broken(requirement, message, text, count_steps("\n".join(program)), shrunk)
+
+
+def judge_ledger(
+    open_ledger: LedgerFactory,
+    *,
+    handles: int = 1,
+    settings: Settings | None = None,
+    operations: Iterable[str] | None = None,
+    call_budget: float | None = None,
+    every: bool = False,
+    target: str | None = None,
+    on_protocol: Callable[[ProtocolCheck], object] | None = None,
+) -> Verdict:
+    """Run the conformance machine against the ledgers ``open_ledger`` opens and return the verdict.
+
+    Args:
+        open_ledger: ``open_ledger(workspace) -> CaptureLedger``; handles opened on one workspace must act as
+            workers of one model server sharing one lineage directory. May be a coroutine function.
+        handles: handles per workspace; with 1 the kit opens one handle per example.
+        settings: Hypothesis settings overriding the active profile (see ``profiles``).
+        operations: the protocol methods to check; default: the ones the ledger has.
+        call_budget: seconds each call of the ledger may take before it counts as hung (R-KIT-8).
+        every: go on after the first broken requirement until every broken requirement is found.
+        target: how the verdict names the factory (default: ``factory_name``).
+        on_protocol: called with the protocol check of one handle before the run starts.
+
+    Returns:
+        The ``Verdict``: conforms, or every broken requirement found, each with its counterexample.
+
+    Raises:
+        KitError: the kit itself failed (an error of the kit or of Hypothesis), so there is no verdict.
+        ValueError: ``handles`` or ``call_budget`` is out of range, or an operation is unknown.
+    """
+    if handles < 1:
+        raise ValueError("handles must be at least 1")
+    name = target or factory_name(open_ledger)
+    budget = resolve_call_budget(call_budget)
+    started = time.perf_counter()
+    requested = None if operations is None else tuple(operations)
+    select_operations(requested, ())  # refuse unknown names before opening anything
+    counts = Counts()
+    broken: list[Broken] = []
+    protocol: ProtocolCheck | None = None
+    try:
+        protocol = _probe(open_ledger, budget)
+    except CallHung as hung:
+        header = _header(name, handles, OPERATIONS, [])
+        what = f"R-KIT-8: CallHung: {hung} (the per-call budget; set call_budget= or ${CALL_BUDGET_ENV})"
+        broken.append(_broken("R-KIT-8", what, header, ["state = LedgerConformance()"], shrunk=False))
+    if protocol is not None and on_protocol is not None:
+        on_protocol(protocol)
+    chosen = select_operations(requested, protocol.present if protocol else ())
+    if not broken:
+        _rounds(
+            open_ledger,
+            name=name,
+            handles=handles,
+            settings=settings,
+            operations=chosen,
+            budget=budget,
+            every=every,
+            counts=counts,
+            broken=broken,
+        )
+    yes, no = checked(chosen, handles)
+    return Verdict(
+        name,
+        handles,
+        chosen,
+        yes,
+        no,
+        tuple(broken),
+        counts.examples,
+        counts.steps,
+        time.perf_counter() - started,
+        protocol,
+    )
+
+
+def _rounds(
+    open_ledger: LedgerFactory,
+    *,
+    name: str,
+    handles: int,
+    settings: Settings | None,
+    operations: tuple[str, ...],
+    budget: float,
+    every: bool,
+    counts: Counts,
+    broken: list[Broken],
+) -> None:
+    """Search, one round per broken requirement when ``every``; append each one found to ``broken``."""
+    # One bug per round, shrunk on its own: with report_multiple_bugs Hypothesis would stop searching soon
+    # after the first bug (docs/kit.md §Every broken requirement).
+    chosen = Settings(settings or Settings(), report_multiple_bugs=False)
+    tolerate: list[str] = []
+    for _ in range(len(SCOPE) + 1):
+        machine = conformance_machine(
+            open_ledger,
+            handles=handles,
+            call_budget=budget,
+            operations=operations,
+            tolerate=tolerate,
+            counts=counts,
+        )
+        header = _header(name, handles, operations, tolerate)
+        lines: list[object] = []
+        try:
+            with reporting.with_reporter(lines.append):
+                run_state_machine_as_test(machine, settings=chosen)
+        except CallHung as hung:
+            program = ["state = LedgerConformance()", *hung.program, "state.teardown()"]
+            what = (
+                f"R-KIT-8: CallHung: {hung} (the per-call budget; set call_budget= or ${CALL_BUDGET_ENV}). "
+                "The call was abandoned on its thread and the handles were not closed"
+            )
+            broken.append(_broken("R-KIT-8", what, header, program, shrunk=False))
+            return
+        except Exception as error:
+            verdict = _first_verdict(error)
+            if verdict is None:
+                raise KitError(
+                    f"the conformance kit failed before reaching a verdict on the ledger opened by {name}: "
+                    f"{_first_line(error)} (an error of the kit or of Hypothesis, not of the ledger)"
+                ) from error
+            notes = [str(n) for n in getattr(error, "__notes__", ())]
+            program = _program([str(line) for line in lines] + notes) or [
+                "state = LedgerConformance()"
+            ]  # failed while being built
+            requirement = type(verdict).requirement
+            broken.append(_broken(requirement, str(verdict), header, program))
+            if every and requirement not in UNTOLERABLE and requirement not in tolerate:
+                tolerate.append(requirement)
+                continue
+        return
+
+
+def check_ledger(
+    open_ledger: LedgerFactory,
+    *,
+    handles: int = 1,
+    settings: Settings | None = None,
+    operations: Iterable[str] | None = None,
+    call_budget: float | None = None,
+    every: bool = False,
+    target: str | None = None,
+    on_protocol: Callable[[ProtocolCheck], object] | None = None,
+) -> Verdict:
+    """Run the conformance machine against the ledgers ``open_ledger`` opens; raise when they do not conform.
+
+    Args:
+        open_ledger: ``open_ledger(workspace) -> CaptureLedger``; handles opened on one workspace must act as
+            workers of one model server sharing one lineage directory. May be a coroutine function.
+        handles: handles per workspace; with 1 the kit opens one handle per example.
+        settings: Hypothesis settings overriding the active profile (see ``profiles``).
+        operations: the protocol methods to check; default: the ones the ledger has.
+        call_budget: seconds each call of the ledger may take before it counts as hung (R-KIT-8); by
+            default ``$CAPTURE_LEDGER_CALL_BUDGET`` or 30 (``calls.call_budget``); ``math.inf`` for none.
+        every: go on after the first broken requirement and report each one found.
+        target: how messages name the factory (default: ``factory_name``).
+        on_protocol: called with the protocol check of one handle before the run starts.
+
+    Returns:
+        The ``Verdict`` of a ledger that conforms: the requirements checked and those not checked.
+
+    Raises:
+        LedgerNonConformance: an ``AssertionError``: the ledger does not conform, whatever it did wrong
+            (R-KIT-7); the message names each broken requirement, quotes it, and holds its counterexample
+            as a program that can be pasted into a Python session, shrunk except for a hung call (R-KIT-6,
+            R-KIT-8).
+        KitError: the kit itself failed (an error of the kit or of Hypothesis), so there is no verdict.
+        ValueError: ``handles`` or ``call_budget`` is out of range, or an operation is unknown.
+    """
+    verdict = judge_ledger(
+        open_ledger,
+        handles=handles,
+        settings=settings,
+        operations=operations,
+        call_budget=call_budget,
+        every=every,
+        target=target,
+        on_protocol=on_protocol,
+    )
+    if not verdict.conforms:
+        raise LedgerNonConformance(verdict)
+    return verdict
+
+
+def rule_names(machine: type[RuleBasedStateMachine]) -> list[str]:
+    """The names of a conformance machine's rules (not its initializers or invariants)."""
+    return sorted(
+        name
+        for name, value in vars(machine).items()
+        if callable(value) and hasattr(value, "hypothesis_stateful_rule")
+    )
+
+
+def conformance_test_case(
+    open_ledger: LedgerFactory,
+    *,
+    handles: int = 1,
+    settings: Settings | None = None,
+    operations: Iterable[str] | None = None,
+    call_budget: float | None = None,
+) -> type[unittest.TestCase]:
+    """The conformance check as a ``unittest.TestCase`` that pytest and unittest collect.
+
+    Use ``TestMyLedger = conformance_test_case(open_my_ledger, handles=3)`` at module level.
+    """
+    chosen = None if operations is None else tuple(operations)
+
+    class LedgerConformanceTest(unittest.TestCase):
+        def test_conformance(self) -> None:
+            check_ledger(
+                open_ledger, handles=handles, settings=settings, operations=chosen, call_budget=call_budget
+            )
+
+    return LedgerConformanceTest

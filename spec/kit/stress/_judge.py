@@ -1,0 +1,141 @@
+"""Judging a stress round's calls (SPEC.md R-CONC-1, R-KIT-7, R-KIT-8, R-KIT-9, R-KIT-12).
+
+``judge_calls`` turns the calls of one round (``running.Call``) into a ``Judgement``, in this order:
+
+1. a call that did not return within the budget is a violation of R-KIT-8 (the ledger hangs under
+   contention: a deadlock, or a lock never let go); the witness is that call and the calls that overlap it;
+2. a call that raised an exception no operation may raise (``sqlite3.OperationalError: database is
+   locked``, say), or returned a value that fits no operation, is a violation of R-CONC-1 and R-KIT-7: the
+   spec allows no such outcome in any interleaving; the witness is that call and the calls that overlap it
+   (the contention that provoked it);
+3. otherwise the history goes to the linearizability checker's search, per rollout ID (``shrink.decide``):
+   ``ok``, ``unknown`` when its budget of search steps runs out, or a violation whose witness is built by
+   ``shrink.explaining_witness``: the fewest calls that show why the culprit's result is impossible *at the
+   time it happened* (the write behind a read's rows, the retire before it); a result wrong in any state
+   (R-KIT-9) has the checker's own one-call witness.
+
+Not guaranteed: a globally minimal witness; which of several violations of a round is reported (the first
+found, in the order above).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.kit.stress._running import Call, in_invocation_order
+from capture_ledger.spec.kit.stress._shrink import calls_on, decide, explaining_witness, project
+from capture_ledger.spec.kit.stress._witness import op_text, outcome_text, timeline
+
+__all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
+
+#: Search steps the linearizability checker may spend on one round.
+DEFAULT_CHECK_BUDGET = 2_000_000
+
+Verdict = Literal["ok", "violation", "unknown"]
+
+#: Search steps for the checker's explanation of a witness that does not explain itself.
+_EXPLAIN_STEPS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """The verdict on one round.
+
+    Attributes:
+        verdict: ``ok``, ``violation`` or ``unknown``.
+        requirement: the requirement a violation breaks (``R-CONC-1``, ``R-KIT-8``), else ``""``.
+        rollout_id: the rollout ID of a linearizability violation, when it has one.
+        explanation: why (the checker's explanation, or the unexpected outcome).
+        witness: the witness's calls, in order of invocation (empty unless a violation).
+        text: the witness as a text timeline (``witness.timeline``), else ``""``.
+        spent: search steps spent when ``unknown``.
+    """
+
+    verdict: Verdict
+    requirement: str = ""
+    rollout_id: str | None = None
+    explanation: str = ""
+    witness: tuple[Call, ...] = ()
+    text: str = ""
+    spent: int = 0
+
+
+def _end(call: Call) -> float:
+    finished = call.finished
+    return float("inf") if finished is None else finished
+
+
+def overlapping(calls: Sequence[Call], focus: Call) -> tuple[Call, ...]:
+    """``focus`` and the calls that ran at some instant while it ran, in order of invocation."""
+    start, end = focus.event.invoked, _end(focus)
+    chosen = [c for c in calls if c is focus or (c.event.invoked <= end and _end(c) >= start)]
+    return tuple(in_invocation_order(chosen))
+
+
+def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Judgement:
+    heading = f"{requirement} violated" + (f" on rollout {rid!r}" if rid else "") + f": {explanation}"
+    return Judgement("violation", requirement, rid, explanation, witness, timeline(witness, heading))
+
+
+def _expected(calls: Sequence[Call], rollout_id: str, culprit: Call) -> str:
+    """What the checker says the model gives where ``culprit`` went wrong (``""`` if it cannot say soon)."""
+    mine = calls_on(calls, rollout_id)
+    prefix = mine[: mine.index(culprit) + 1] if culprit in mine else mine
+    found = check_history([project(c.event, rollout_id) for c in prefix], budget=_EXPLAIN_STEPS)
+    if not isinstance(found, Violation) or "after which " not in found.explanation:
+        return ""
+    return "; the checker: " + found.explanation.split("after which ", 1)[1].split("; ")[0]
+
+
+def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUDGET) -> Judgement:
+    """Judge one round's calls (see the module docstring).
+
+    Args:
+        calls: the round's calls, from one or several processes sharing one clock.
+        budget: search steps for the linearizability checker (``None``: no bound).
+
+    Returns:
+        The ``Judgement``; never raises for what the ledger did.
+    """
+    hung = [c for c in calls if c.hung]
+    if hung:
+        focus = hung[0]
+        why = f"{op_text(focus.event.op)} did not return within the per-call budget, under contention"
+        return _violation("R-KIT-8", why, overlapping(calls, focus), None)
+    raised = [c for c in calls if c.raised]
+    if raised:
+        focus = raised[0]
+        why = f"{op_text(focus.event.op)} raised {focus.raised}, which no operation may (R-KIT-7)"
+        return _violation("R-CONC-1", why, overlapping(calls, focus), None)
+    events = [c.event for c in calls]
+    verdict, rollout_id, spent = decide(events, budget)
+    if verdict == "ok":
+        return Judgement("ok")
+    if verdict == "unknown":
+        return Judgement("unknown", spent=spent)
+    if rollout_id is None:  # one call's result is wrong in any state (R-KIT-9): the checker says which
+        found = check_history(events, budget=budget)
+        assert isinstance(found, Violation)
+        chosen = {id(e) for e in found.witness}
+        return _violation(
+            "R-CONC-1", found.explanation, tuple(c for c in calls if id(c.event) in chosen), None
+        )
+    witness, prefix, explained = explaining_witness(calls, rollout_id)
+    culprit = witness[-1]
+    said = f"{op_text(culprit.event.op)} -> {outcome_text(culprit)}"
+    if explained:
+        why = (
+            f"{said} is impossible at the time it ran, given the {len(witness) - 1} other calls here (of "
+            f"{len(calls)} in the round): it would be possible at another moment, but no order of these "
+            "calls that respects real time gives it"
+        )
+    else:
+        why = (
+            f"{said} is impossible given the {prefix - 1} calls on {rollout_id!r} invoked before it, at any "
+            f"moment; the calls here (of {len(calls)} in the round) are the fewest that stay non-linearizable"
+            + _expected(calls, rollout_id, culprit)
+        )
+    return _violation("R-CONC-1", why, witness, rollout_id)
