@@ -31,7 +31,7 @@ from pathlib import Path
 
 import httpx
 from capture_ledger.impl.http.client import RolloutControlClient
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 
 

@@ -29,13 +29,20 @@ import time
 from pathlib import Path
 
 from capture_ledger.impl.study.crash import StoreConfig
-from capture_ledger.impl.study.kernel.filesystems import BLOCK_SIZE, FILESYSTEMS
-from capture_ledger.impl.study.kernel.host import missing, workspace
-from capture_ledger.impl.study.kernel.recorder import KernelRecording, record_on_kernel
-from capture_ledger.impl.study.kernel.recovery import Recoverer
-from capture_ledger.impl.study.kernel.states import crash_states, epochs, materialize
-from capture_ledger.impl.study.kernel.study import kernel_cell
-from capture_ledger.impl.study.kernel.workloads import KERNEL_WORKLOADS
+from capture_ledger.impl.study.kernel import (
+    BLOCK_SIZE,
+    FILESYSTEMS,
+    KERNEL_WORKLOADS,
+    KernelRecording,
+    Recoverer,
+    crash_states,
+    epochs,
+    kernel_cell,
+    materialize,
+    missing,
+    record_on_kernel,
+    workspace,
+)
 
 CRASHMONKEY_MS = 600_000 / 100_000  # HotStorage '17 slides: 100,000 crash states in ~10 min
 

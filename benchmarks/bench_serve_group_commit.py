@@ -33,10 +33,7 @@ from pathlib import Path
 import aiohttp
 from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX, REMOVAL_ROUTES
 from capture_ledger.impl.http.serving import ServeOptions
-from capture_ledger.impl.simulate.outcome import latency
-from capture_ledger.impl.simulate.run import load_average
-from capture_ledger.impl.simulate.scrape import parse_metrics
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess, latency, load_average, parse_metrics
 from capture_ledger.impl.store.file_store import FileLineageStore
 
 

@@ -4,6 +4,8 @@
 ``capture_ledger.reference.mutants`` holds deliberately broken variants the kit must reject.
 """
 
-from capture_ledger.reference.ledger import ReferenceLedger, open_reference_ledger
+from __future__ import annotations
+
+from capture_ledger.reference._ledger import ReferenceLedger, open_reference_ledger
 
 __all__ = ["ReferenceLedger", "open_reference_ledger"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.reference.ledger import ReferenceLedger, logger
+from capture_ledger.reference._ledger import ReferenceLedger, logger
 from capture_ledger.spec import (
     ConflictingRecordError,
     Manifest,

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from capture_ledger.impl.cli.options import UsageError, add_token_option, read_token
+from capture_ledger.impl.cli._options import UsageError, add_token_option, read_token
 from capture_ledger.spec.core.errors import CaptureLedgerError
 
 __all__ = ["DEFAULT_URL", "URL_ENV", "register", "run_call"]

@@ -40,10 +40,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.impl.study.crash import CONFIGS, StudyCell, study, write_report
-from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
-from capture_ledger.impl.study.kernel.workloads import FULL_WORKLOADS, KERNEL_WORKLOADS
+from capture_ledger.impl.study.kernel import FILESYSTEMS, FULL_WORKLOADS, KERNEL_WORKLOADS
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit.crash import WORKLOADS, matrix_table
 
@@ -113,7 +112,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the study ``args`` describe; print its results."""
     if args.target:
-        from capture_ledger.impl.cli.crash_target import run_target
+        from capture_ledger.impl.cli._crash_target import run_target
 
         return run_target(args)
     if args.option or args.first:
@@ -165,9 +164,13 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _run_kernel(args: argparse.Namespace) -> int:
-    from capture_ledger.impl.study.kernel.host import KernelSetupError, missing
-    from capture_ledger.impl.study.kernel.report import comparison_svg, kernel_study
-    from capture_ledger.impl.study.kernel.study import KernelCell
+    from capture_ledger.impl.study.kernel import (
+        KernelCell,
+        KernelSetupError,
+        comparison_svg,
+        kernel_study,
+        missing,
+    )
 
     if args.model or args.full:
         raise UsageError("--model and --full go with the model study, not --kernel")

@@ -17,7 +17,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.kit import TargetError
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]

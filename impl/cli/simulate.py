@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.kit import load_target
 
 __all__ = ["register", "run_simulate"]
@@ -151,10 +151,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
     if args.ledger is not None:
         load_target(args.ledger)  # a target that cannot be loaded is exit 2, named
-    from capture_ledger.impl.simulate.report import write_report
-    from capture_ledger.impl.simulate.run import SimulationTimeoutError, simulate
-    from capture_ledger.impl.simulate.scenario import Scenario
-    from capture_ledger.impl.simulate.summary import summary
+    from capture_ledger.impl.simulate import Scenario, SimulationTimeoutError, simulate, summary, write_report
 
     changes: dict[str, Any] = {
         knob: getattr(args, knob) for knob in _KNOBS if getattr(args, knob) is not None

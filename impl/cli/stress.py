@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit import bind_options, call_budget, load_target, parse_options
 from capture_ledger.spec.kit.stress import (
@@ -223,7 +223,7 @@ def _run_processes(
 
 
 def _write_report(directory: Path, report: StressReport) -> None:
-    from capture_ledger.impl.cli.stress_picture import witness_svg
+    from capture_ledger.impl.cli._stress_picture import witness_svg
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "witness.txt").write_text((report.witness or "") + "\n", encoding="utf-8")

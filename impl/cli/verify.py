@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from capture_ledger.impl.cli.options import FILE_STORE_TARGET, UsageError
+from capture_ledger.impl.cli._options import FILE_STORE_TARGET, UsageError
 from capture_ledger.spec.kit import load_target
 
 __all__ = ["DEFAULT_TARGET", "register", "run_verify"]

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.spec.concurrency._programs import successor
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
-from capture_ledger.spec.concurrency.programs import successor
 from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,
     AdmitCall,

@@ -74,7 +74,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from capture_ledger.spec.crash.effects import (
+from capture_ledger.spec.crash._effects import (
     Create,
     Effect,
     Fsync,
@@ -92,7 +92,7 @@ from capture_ledger.spec.crash.effects import (
     describe_effect,
     parent_of,
 )
-from capture_ledger.spec.crash.images import (
+from capture_ledger.spec.crash._images import (
     DIRECTORY,
     Alternative,
     Baseline,
@@ -101,7 +101,7 @@ from capture_ledger.spec.crash.images import (
     ImageSpace,
     Options,
 )
-from capture_ledger.spec.crash.replay import (
+from capture_ledger.spec.crash._replay import (
     Replay,
     UnsupportedEffectError,
     contents,

@@ -11,3 +11,56 @@ disk gives meaning to (``workloads``), and the run, table and picture (``report`
 Needs root, ``/dev/fuse``, loop devices, e2fsprogs and the ``kernel`` extra; ``host.missing`` says what is
 absent. Nothing on the production path imports it; only ``daemon`` imports pyfuse3.
 """
+
+from __future__ import annotations
+
+from capture_ledger.impl.study.kernel._blocklog import FLUSH, MARK, WRITE, LogRecord, encode, read_log
+from capture_ledger.impl.study.kernel._compare import reader_class
+from capture_ledger.impl.study.kernel._filesystems import BLOCK_SIZE, FILESYSTEMS
+from capture_ledger.impl.study.kernel._host import (
+    KernelSetupError,
+    fuse_daemon,
+    leftovers,
+    missing,
+    strict,
+    workspace,
+)
+from capture_ledger.impl.study.kernel._recorder import KernelRecording, record_on_kernel
+from capture_ledger.impl.study.kernel._recovery import Recoverer
+from capture_ledger.impl.study.kernel._report import KernelStudy, comparison_svg, kernel_study
+from capture_ledger.impl.study.kernel._states import crash_states, epochs, materialize
+from capture_ledger.impl.study.kernel._study import KernelCell, kernel_cell, trace_window
+from capture_ledger.impl.study.kernel._workloads import CI_WORKLOADS, FULL_WORKLOADS, KERNEL_WORKLOADS
+
+__all__ = [
+    "BLOCK_SIZE",
+    "CI_WORKLOADS",
+    "FILESYSTEMS",
+    "FLUSH",
+    "FULL_WORKLOADS",
+    "KERNEL_WORKLOADS",
+    "MARK",
+    "WRITE",
+    "KernelCell",
+    "KernelRecording",
+    "KernelSetupError",
+    "KernelStudy",
+    "LogRecord",
+    "Recoverer",
+    "comparison_svg",
+    "crash_states",
+    "encode",
+    "epochs",
+    "fuse_daemon",
+    "kernel_cell",
+    "kernel_study",
+    "leftovers",
+    "materialize",
+    "missing",
+    "read_log",
+    "reader_class",
+    "record_on_kernel",
+    "strict",
+    "trace_window",
+    "workspace",
+]

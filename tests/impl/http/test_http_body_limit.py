@@ -25,7 +25,7 @@ import httpx
 import pytest
 from capture_ledger.impl.http.body_limit import MAX_BODY_BYTES
 from capture_ledger.impl.http.routes import PREFIX
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.spec.core.ids import MAX_LEDGER_BATCH, MAX_ROLLOUT_ID_LENGTH
 
 TOKEN = "body-limit-token"

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from capture_ledger.impl.http.client import AsyncRolloutControlClient, RolloutControlClient
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.simulate.servers import ServerThread
+from capture_ledger.impl.simulate import ServerThread
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import Manifest, RolloutRemoval, check_ledger
 from capture_ledger.spec.kit import profile_settings

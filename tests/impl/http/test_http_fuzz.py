@@ -31,7 +31,7 @@ import httpx
 import pytest
 from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec.core.ids import MAX_ROLLOUT_ID_LENGTH, ROLLOUT_ID_PATTERN
 from capture_ledger.spec.kit import profile_settings

@@ -30,7 +30,7 @@ from capture_ledger.impl.http.client import (
 from capture_ledger.impl.http.metrics import statistics_fields
 from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.simulate.servers import ServerThread
+from capture_ledger.impl.simulate import ServerThread
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.reference.mutants import AsyncLedger

@@ -34,7 +34,7 @@ from capture_ledger.impl.http.client import (
     RolloutControlClient,
 )
 from capture_ledger.impl.http.routes import PREFIX
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import InvalidRolloutIdError, RolloutRetiredError
 
@@ -293,7 +293,7 @@ def test_two_workers_each_open_the_store_and_see_each_others_changes(tmp_path: P
 def test_the_token_comes_from_the_file_or_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from capture_ledger.impl.cli.options import read_token
+    from capture_ledger.impl.cli import read_token
 
     token_file = tmp_path / "token"
     token_file.write_text("  from-file\n")

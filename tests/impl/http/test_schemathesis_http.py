@@ -31,7 +31,7 @@ import pytest
 import schemathesis
 from capture_ledger.impl.http.routes import OPENAPI_ROUTE, PREFIX
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.reference import ReferenceLedger
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig

@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capture_ledger.impl.simulate.cluster import measure
-from capture_ledger.impl.simulate.scenario import Scenario
+from capture_ledger.impl.simulate import Scenario, measure
 
 PINNED = {
     "rollouts",

@@ -25,12 +25,20 @@ from typing import Any
 import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.crash import StoreConfig
-from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
-from capture_ledger.impl.study.kernel.host import KernelSetupError, leftovers, missing, strict, workspace
-from capture_ledger.impl.study.kernel.recorder import record_on_kernel
-from capture_ledger.impl.study.kernel.report import KernelStudy, kernel_study
-from capture_ledger.impl.study.kernel.study import kernel_cell
-from capture_ledger.impl.study.kernel.workloads import CI_WORKLOADS, KERNEL_WORKLOADS
+from capture_ledger.impl.study.kernel import (
+    CI_WORKLOADS,
+    FILESYSTEMS,
+    KERNEL_WORKLOADS,
+    KernelSetupError,
+    KernelStudy,
+    kernel_cell,
+    kernel_study,
+    leftovers,
+    missing,
+    record_on_kernel,
+    strict,
+    workspace,
+)
 from capture_ledger.spec.core.model import HasRows, Record
 from capture_ledger.spec.crash.durability import NoJournalExt4
 from capture_ledger.spec.kit.crash import Workload
@@ -197,7 +205,7 @@ def test_a_failed_run_leaves_nothing_behind(scratch: Path) -> None:
 
 
 def test_a_daemon_that_cannot_start_is_reported(scratch: Path) -> None:
-    from capture_ledger.impl.study.kernel.host import fuse_daemon
+    from capture_ledger.impl.study.kernel import fuse_daemon
 
     with (
         pytest.raises(KernelSetupError, match="daemon exited"),

@@ -6,10 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from capture_ledger.impl.study.kernel.blocklog import FLUSH, MARK, WRITE, LogRecord, encode, read_log
-from capture_ledger.impl.study.kernel.compare import reader_class
-from capture_ledger.impl.study.kernel.states import crash_states, epochs, materialize
-from capture_ledger.impl.study.kernel.study import trace_window
+from capture_ledger.impl.study.kernel import (
+    FLUSH,
+    MARK,
+    WRITE,
+    LogRecord,
+    crash_states,
+    encode,
+    epochs,
+    materialize,
+    read_log,
+    reader_class,
+    trace_window,
+)
 from capture_ledger.spec.crash.durability import DiskImage
 
 BLOCK = 4

@@ -12,9 +12,9 @@ import json
 
 import pytest
 from capture_ledger.impl.cli.main import main
+from capture_ledger.spec.concurrency import successor
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, explore, history_of, replay
 from capture_ledger.spec.concurrency.linearizability import Violation, check_history
-from capture_ledger.spec.concurrency.programs import successor
 from capture_ledger.spec.concurrency.steps import Guards, initial_state
 from capture_ledger.spec.core import model
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from capture_ledger.spec.concurrency import successor
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, SLOW, explore
-from capture_ledger.spec.concurrency.programs import successor
 from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,
     AdmitCall,

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.spec.core.model import Delete, Record, RecordFailure, Retire
+from capture_ledger.spec.crash import replay
 from capture_ledger.spec.crash.durability import (
     Create,
     Effect,
@@ -48,7 +49,6 @@ from capture_ledger.spec.crash.durability import (
     Unlink,
     Write,
 )
-from capture_ledger.spec.crash.replay import replay
 from capture_ledger.spec.kit.crash._trace import Invoke, Recording, Return, TargetConfig, TraceEvent, Workload
 from capture_ledger.spec.kit.crash.strace._parser import (
     Marker,

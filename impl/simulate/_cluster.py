@@ -21,13 +21,13 @@ from types import TracebackType
 from typing import Self
 
 from capture_ledger.impl.http.serving import ServeOptions
-from capture_ledger.impl.simulate.servers import ServerProcess
+from capture_ledger.impl.simulate._servers import ServerProcess
 from capture_ledger.impl.store.lines import FENCE_SUFFIX, LEDGER_SUFFIX
 
 __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]
 
 #: The ``--extend`` hook that adds the fake inference route to every worker.
-EXTEND = "capture_ledger.impl.simulate.inference:extend"
+EXTEND = "capture_ledger.impl.simulate._inference:extend"
 
 
 @dataclass(frozen=True, slots=True)

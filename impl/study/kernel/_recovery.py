@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 
 from capture_ledger.impl.store.fs import lock_file_name
-from capture_ledger.impl.study.kernel.filesystems import IMAGE_BYTES, FsConfig
-from capture_ledger.impl.study.kernel.host import (
+from capture_ledger.impl.study.kernel._filesystems import IMAGE_BYTES, FsConfig
+from capture_ledger.impl.study.kernel._host import (
     KernelSetupError,
     drop_buffers,
     loop_device,
@@ -33,7 +33,7 @@ from capture_ledger.impl.study.kernel.host import (
     tool,
     unmount,
 )
-from capture_ledger.impl.study.kernel.recorder import LEDGER_DIRECTORY
+from capture_ledger.impl.study.kernel._recorder import LEDGER_DIRECTORY
 from capture_ledger.spec.crash.durability import DiskImage
 
 __all__ = ["Recovered", "Recoverer"]

@@ -22,9 +22,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from capture_ledger.impl.simulate.cluster import DirectoryState
-from capture_ledger.impl.simulate.removals import RemovalRequests
-from capture_ledger.impl.simulate.scrape import WorkerMetrics
+from capture_ledger.impl.simulate._cluster import DirectoryState
+from capture_ledger.impl.simulate._removals import RemovalRequests
+from capture_ledger.impl.simulate._scrape import WorkerMetrics
 
 __all__ = ["ArmOutcome", "Latency", "latency", "us_per_id"]
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from capture_ledger.impl.simulate.cluster import Cluster
-from capture_ledger.impl.simulate.driver import ArmDriver
-from capture_ledger.impl.simulate.outcome import ArmOutcome
-from capture_ledger.impl.simulate.scenario import Scenario
+from capture_ledger.impl.simulate._cluster import Cluster
+from capture_ledger.impl.simulate._driver import ArmDriver
+from capture_ledger.impl.simulate._outcome import ArmOutcome
+from capture_ledger.impl.simulate._scenario import Scenario
 
 __all__ = ["PROGRESS_EVERY", "SimulationResult", "SimulationTimeoutError", "load_average", "simulate"]
 

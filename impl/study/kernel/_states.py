@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from capture_ledger.impl.study.kernel.blocklog import FLUSH, WRITE, LogRecord
+from capture_ledger.impl.study.kernel._blocklog import FLUSH, WRITE, LogRecord
 
 __all__ = ["BlockWrite", "CrashState", "Epoch", "crash_states", "epochs", "materialize"]
 

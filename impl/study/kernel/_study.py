@@ -29,12 +29,12 @@ from pathlib import Path
 
 from capture_ledger.impl.store.fs import lock_file_name
 from capture_ledger.impl.study.crash import READ_BUDGET, ImageObserver, OpenStore, StoreConfig, default_opener
-from capture_ledger.impl.study.kernel.compare import ModelView, ReaderClass, TraceWindow, reader_class
-from capture_ledger.impl.study.kernel.filesystems import BLOCK_SIZE, FsConfig
-from capture_ledger.impl.study.kernel.recorder import KernelRecording, record_on_kernel
-from capture_ledger.impl.study.kernel.recovery import Recoverer
-from capture_ledger.impl.study.kernel.states import CrashState, Epoch, crash_states, epochs, materialize
-from capture_ledger.impl.study.kernel.timeline import block_timeline
+from capture_ledger.impl.study.kernel._compare import ModelView, ReaderClass, TraceWindow, reader_class
+from capture_ledger.impl.study.kernel._filesystems import BLOCK_SIZE, FsConfig
+from capture_ledger.impl.study.kernel._recorder import KernelRecording, record_on_kernel
+from capture_ledger.impl.study.kernel._recovery import Recoverer
+from capture_ledger.impl.study.kernel._states import CrashState, Epoch, crash_states, epochs, materialize
+from capture_ledger.impl.study.kernel._timeline import block_timeline
 from capture_ledger.spec.crash.contract import allowed_states
 from capture_ledger.spec.crash.durability import MODELS, PersistenceModel, describe_effect
 from capture_ledger.spec.kit.crash import (

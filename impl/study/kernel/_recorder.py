@@ -39,9 +39,9 @@ from capture_ledger.impl.study.crash import (
     run_paused,
 )
 from capture_ledger.impl.study.hooked import FsCall
-from capture_ledger.impl.study.kernel.blocklog import MARK, WRITE, LogRecord, read_log
-from capture_ledger.impl.study.kernel.filesystems import FsConfig, make_image
-from capture_ledger.impl.study.kernel.host import KernelSetupError, fuse_daemon, loop_device, mounted
+from capture_ledger.impl.study.kernel._blocklog import MARK, WRITE, LogRecord, read_log
+from capture_ledger.impl.study.kernel._filesystems import FsConfig, make_image
+from capture_ledger.impl.study.kernel._host import KernelSetupError, fuse_daemon, loop_device, mounted
 from capture_ledger.spec.kit.crash import Recording, Workload
 
 __all__ = ["LEDGER_DIRECTORY", "KernelRecording", "MarkingRecorder", "record_on_kernel"]

@@ -37,12 +37,17 @@ from typing import Any
 
 import aiohttp
 from capture_ledger.impl.http.routes import PREFIX, manifest_route
-from capture_ledger.impl.simulate.cluster import Cluster, DirectoryState, Server, measure
-from capture_ledger.impl.simulate.inference import INFERENCE_ROUTE
-from capture_ledger.impl.simulate.outcome import ArmOutcome
-from capture_ledger.impl.simulate.removals import RemovalQueue, RemovalRequests, RemovalServerError, resending
-from capture_ledger.impl.simulate.scenario import Arm, Scenario
-from capture_ledger.impl.simulate.scrape import WorkerMetrics, scrape_every_worker
+from capture_ledger.impl.simulate._cluster import Cluster, DirectoryState, Server, measure
+from capture_ledger.impl.simulate._inference import INFERENCE_ROUTE
+from capture_ledger.impl.simulate._outcome import ArmOutcome
+from capture_ledger.impl.simulate._removals import (
+    RemovalQueue,
+    RemovalRequests,
+    RemovalServerError,
+    resending,
+)
+from capture_ledger.impl.simulate._scenario import Arm, Scenario
+from capture_ledger.impl.simulate._scrape import WorkerMetrics, scrape_every_worker
 
 __all__ = ["ArmDriver", "rollout_id"]
 

@@ -51,7 +51,7 @@ __all__ = [
     "workspace",
 ]
 
-DAEMON_MODULE = "capture_ledger.impl.study.kernel.daemon"
+DAEMON_MODULE = "capture_ledger.impl.study.kernel._daemon"
 _PREFIX = "capture-ledger-kernel-"
 _SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
 _MNT_DETACH = 2

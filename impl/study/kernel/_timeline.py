@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from capture_ledger.impl.study.kernel.blocklog import FLUSH, MARK, WRITE
-from capture_ledger.impl.study.kernel.recorder import KernelRecording
-from capture_ledger.impl.study.kernel.states import CrashState, Epoch
+from capture_ledger.impl.study.kernel._blocklog import FLUSH, MARK, WRITE
+from capture_ledger.impl.study.kernel._recorder import KernelRecording
+from capture_ledger.impl.study.kernel._states import CrashState, Epoch
 from capture_ledger.spec.crash.durability import describe_effect
 from capture_ledger.spec.kit.crash import Invoke, Return, TraceEvent
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.http.metrics import BUCKETS
-from capture_ledger.impl.simulate.outcome import ArmOutcome, Latency
-from capture_ledger.impl.simulate.run import SimulationResult
+from capture_ledger.impl.simulate._outcome import ArmOutcome, Latency
+from capture_ledger.impl.simulate._run import SimulationResult
 
 __all__ = ["SOURCE", "bucket", "delete_us", "retire_us", "summary"]
 

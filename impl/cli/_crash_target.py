@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from capture_ledger.impl.cli.options import UsageError
+from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit import load_target, parse_options
 from capture_ledger.spec.kit.crash import (

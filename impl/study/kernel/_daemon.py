@@ -1,6 +1,6 @@
 """The block-log FUSE daemon: serves one disk image and logs every block write and flush (R-CRASH-1..4).
 
-Run as its own process (``python -m capture_ledger.impl.study.kernel.daemon MOUNTPOINT LOG BASE``), as
+Run as its own process (``python -m capture_ledger.impl.study.kernel._daemon MOUNTPOINT LOG BASE``), as
 root, before a loop device is attached to ``MOUNTPOINT/disk.img``. It serves two files:
 
 - ``disk.img``: the image, held in memory, starting as the bytes of ``BASE``; every write is applied and
@@ -31,7 +31,7 @@ import time
 
 import pyfuse3
 import trio
-from capture_ledger.impl.study.kernel.blocklog import FLUSH, MARK, WRITE, encode
+from capture_ledger.impl.study.kernel._blocklog import FLUSH, MARK, WRITE, encode
 
 __all__ = ["BlockLogFs", "main"]
 

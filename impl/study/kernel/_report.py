@@ -19,10 +19,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from capture_ledger.impl.study.crash import CONFIGS
-from capture_ledger.impl.study.kernel.filesystems import FILESYSTEMS
-from capture_ledger.impl.study.kernel.host import workspace
-from capture_ledger.impl.study.kernel.study import KernelCell, kernel_cell
-from capture_ledger.impl.study.kernel.workloads import KERNEL_WORKLOADS
+from capture_ledger.impl.study.kernel._filesystems import FILESYSTEMS
+from capture_ledger.impl.study.kernel._host import workspace
+from capture_ledger.impl.study.kernel._study import KernelCell, kernel_cell
+from capture_ledger.impl.study.kernel._workloads import KERNEL_WORKLOADS
 
 __all__ = ["DEFAULT_CONFIGS", "KernelStudy", "comparison_svg", "kernel_study"]
 

@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capture_ledger.spec.crash.effects import (
+from capture_ledger.spec.crash._effects import (
     Create,
     Effect,
     Fsync,
@@ -45,7 +45,7 @@ from capture_ledger.spec.crash.effects import (
     Write,
     parent_of,
 )
-from capture_ledger.spec.crash.images import Baseline, Content, LazyContents
+from capture_ledger.spec.crash._images import Baseline, Content, LazyContents
 
 __all__ = [
     "SECTOR",

@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from capture_ledger.impl.simulate.outcome import ArmOutcome
-from capture_ledger.impl.simulate.pictures import SOURCE_RECREATED, PicturesUnavailableError, draw
-from capture_ledger.impl.simulate.run import SimulationResult
-from capture_ledger.impl.simulate.summary import SOURCE, bucket, delete_us, retire_us
+from capture_ledger.impl.simulate._outcome import ArmOutcome
+from capture_ledger.impl.simulate._pictures import SOURCE_RECREATED, PicturesUnavailableError, draw
+from capture_ledger.impl.simulate._run import SimulationResult
+from capture_ledger.impl.simulate._summary import SOURCE, bucket, delete_us, retire_us
 
 __all__ = ["write_report"]
 

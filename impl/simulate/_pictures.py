@@ -14,7 +14,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.simulate.run import SimulationResult
+from capture_ledger.impl.simulate._run import SimulationResult
 
 __all__ = ["SOURCE_RECREATED", "PicturesUnavailableError", "draw"]
 

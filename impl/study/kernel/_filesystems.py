@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture_ledger.impl.study.kernel.host import KernelSetupError, tool
+from capture_ledger.impl.study.kernel._host import KernelSetupError, tool
 
 __all__ = ["BLOCK_SIZE", "FILESYSTEMS", "IMAGE_BYTES", "FsConfig", "make_image"]
 
