@@ -7,3 +7,9 @@ ledger's own behaviour through, so that what the kit reports is the ledger's. No
 ``spec`` or ``impl``, and importing this package loads no adapted project: each adapter imports its
 project when a factory is first called.
 """
+
+from __future__ import annotations
+
+from capture_ledger.adapters import gym
+
+__all__ = ["gym"]

@@ -7,3 +7,134 @@ file system under the directory and its fence sync (``filesystems``, R-STORE-10)
 directory's consistency (``consistency``). Imports only ``spec.core``: never the
 HTTP stack, the study tools or Hypothesis.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from capture_ledger.impl.store.cache import CachedLedger
+    from capture_ledger.impl.store.canonical import parse_canonical, record_of_line, row_and_canonical
+    from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
+    from capture_ledger.impl.store.file_store import (
+        FileLineageStore,
+        OperationCounts,
+        StoreStatistics,
+        open_file_store,
+    )
+    from capture_ledger.impl.store.filesystems import choose, detect
+    from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem, SyncWait, lock_file_name
+    from capture_ledger.impl.store.lines import (
+        FENCE_SUFFIX,
+        LEDGER_SUFFIX,
+        CorruptLedgerError,
+        decode,
+        encode,
+        fence_name,
+        ledger_name,
+    )
+    from capture_ledger.impl.store.locks import rollout_slot, stripe_lock, stripe_of
+    from capture_ledger.impl.store.ordering import (
+        FenceSync,
+        LockedRollouts,
+        Ordering,
+        RemovalOutcome,
+        outcome,
+        remove_ledger,
+    )
+    from capture_ledger.impl.store.syncs import SyncRegister, Syncs, shared_syncs
+
+#: Public names and the module each is loaded from on first use.
+_LAZY = {
+    "CachedLedger": "capture_ledger.impl.store.cache",
+    "parse_canonical": "capture_ledger.impl.store.canonical",
+    "record_of_line": "capture_ledger.impl.store.canonical",
+    "row_and_canonical": "capture_ledger.impl.store.canonical",
+    "Finding": "capture_ledger.impl.store.consistency",
+    "check": "capture_ledger.impl.store.consistency",
+    "read_snapshot": "capture_ledger.impl.store.consistency",
+    "FileLineageStore": "capture_ledger.impl.store.file_store",
+    "OperationCounts": "capture_ledger.impl.store.file_store",
+    "StoreStatistics": "capture_ledger.impl.store.file_store",
+    "open_file_store": "capture_ledger.impl.store.file_store",
+    "choose": "capture_ledger.impl.store.filesystems",
+    "detect": "capture_ledger.impl.store.filesystems",
+    "FileStat": "capture_ledger.impl.store.fs",
+    "FileSystem": "capture_ledger.impl.store.fs",
+    "OsFileSystem": "capture_ledger.impl.store.fs",
+    "SyncWait": "capture_ledger.impl.store.fs",
+    "lock_file_name": "capture_ledger.impl.store.fs",
+    "CorruptLedgerError": "capture_ledger.impl.store.lines",
+    "FENCE_SUFFIX": "capture_ledger.impl.store.lines",
+    "LEDGER_SUFFIX": "capture_ledger.impl.store.lines",
+    "decode": "capture_ledger.impl.store.lines",
+    "encode": "capture_ledger.impl.store.lines",
+    "fence_name": "capture_ledger.impl.store.lines",
+    "ledger_name": "capture_ledger.impl.store.lines",
+    "rollout_slot": "capture_ledger.impl.store.locks",
+    "stripe_lock": "capture_ledger.impl.store.locks",
+    "stripe_of": "capture_ledger.impl.store.locks",
+    "FenceSync": "capture_ledger.impl.store.ordering",
+    "LockedRollouts": "capture_ledger.impl.store.ordering",
+    "Ordering": "capture_ledger.impl.store.ordering",
+    "RemovalOutcome": "capture_ledger.impl.store.ordering",
+    "outcome": "capture_ledger.impl.store.ordering",
+    "remove_ledger": "capture_ledger.impl.store.ordering",
+    "SyncRegister": "capture_ledger.impl.store.syncs",
+    "Syncs": "capture_ledger.impl.store.syncs",
+    "shared_syncs": "capture_ledger.impl.store.syncs",
+}
+
+__all__ = [
+    "FENCE_SUFFIX",
+    "LEDGER_SUFFIX",
+    "CachedLedger",
+    "CorruptLedgerError",
+    "FenceSync",
+    "FileLineageStore",
+    "FileStat",
+    "FileSystem",
+    "Finding",
+    "LockedRollouts",
+    "OperationCounts",
+    "Ordering",
+    "OsFileSystem",
+    "RemovalOutcome",
+    "StoreStatistics",
+    "SyncRegister",
+    "SyncWait",
+    "Syncs",
+    "check",
+    "choose",
+    "decode",
+    "detect",
+    "encode",
+    "fence_name",
+    "ledger_name",
+    "lock_file_name",
+    "open_file_store",
+    "outcome",
+    "parse_canonical",
+    "read_snapshot",
+    "record_of_line",
+    "remove_ledger",
+    "rollout_slot",
+    "row_and_canonical",
+    "shared_syncs",
+    "stripe_lock",
+    "stripe_of",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

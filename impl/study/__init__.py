@@ -9,3 +9,49 @@ study, which checks the persistence models against real ext4 (``kernel``); fault
 multi-process workloads (``histories``); and calls into the code under study with a time budget
 (``bounded``).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from capture_ledger.impl.study.faults import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
+    from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+    from capture_ledger.impl.study.variants import STEP_NAMES, StoreVariant, VariantOrdering
+
+#: Public names and the module each is loaded from on first use.
+_LAZY = {
+    "FAULTABLE_CALLS": "capture_ledger.impl.study.faults",
+    "FaultyFileSystem": "capture_ledger.impl.study.faults",
+    "InjectedFaultError": "capture_ledger.impl.study.faults",
+    "FsCall": "capture_ledger.impl.study.hooked",
+    "HookedFileSystem": "capture_ledger.impl.study.hooked",
+    "STEP_NAMES": "capture_ledger.impl.study.variants",
+    "StoreVariant": "capture_ledger.impl.study.variants",
+    "VariantOrdering": "capture_ledger.impl.study.variants",
+}
+
+__all__ = [
+    "FAULTABLE_CALLS",
+    "STEP_NAMES",
+    "FaultyFileSystem",
+    "FsCall",
+    "HookedFileSystem",
+    "InjectedFaultError",
+    "StoreVariant",
+    "VariantOrdering",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

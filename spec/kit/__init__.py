@@ -50,12 +50,12 @@ if TYPE_CHECKING:
         load_target,
         parse_options,
     )
-    from capture_ledger.spec.kit.sequential._conformance import (
+    from capture_ledger.spec.kit.sequential import (
         check_ledger,
         conformance_test_case,
         judge_ledger,
     )
-    from capture_ledger.spec.kit.stress._check import check_concurrency
+    from capture_ledger.spec.kit.stress import check_concurrency
 
 #: Public names and the private module each is loaded from on first use.
 _LAZY = {
@@ -76,13 +76,13 @@ _LAZY = {
     "bind_options": "capture_ledger.spec.kit._targets",
     "breaks": "capture_ledger.spec.kit._requirements",
     "call_budget": "capture_ledger.spec.kit._calls",
-    "check_concurrency": "capture_ledger.spec.kit.stress._check",
-    "check_ledger": "capture_ledger.spec.kit.sequential._conformance",
+    "check_concurrency": "capture_ledger.spec.kit.stress",
+    "check_ledger": "capture_ledger.spec.kit.sequential",
     "check_protocol": "capture_ledger.spec.kit._operations",
     "checked": "capture_ledger.spec.kit._requirements",
-    "conformance_test_case": "capture_ledger.spec.kit.sequential._conformance",
+    "conformance_test_case": "capture_ledger.spec.kit.sequential",
     "fail": "capture_ledger.spec.kit._requirements",
-    "judge_ledger": "capture_ledger.spec.kit.sequential._conformance",
+    "judge_ledger": "capture_ledger.spec.kit.sequential",
     "load_profile": "capture_ledger.spec.kit._profiles",
     "load_target": "capture_ledger.spec.kit._targets",
     "parse_options": "capture_ledger.spec.kit._targets",
