@@ -162,3 +162,63 @@ def test_a_forbidden_edge_is_caught(tmp_path: Path) -> None:
     names = _imports(bad, "capture_ledger.impl.store.bad")
     targets = {_group(n) for n in names}
     assert "impl.study" in targets and "impl.study" not in ALLOWED["impl.store"]
+
+
+# ------------------------------------------------------------------------------------------ the rooms
+def _edges_from(prefix: str) -> set[tuple[str, str]]:
+    """Every (module, imported project module) pair of the modules under ``prefix``."""
+    found = set()
+    for module, path in MODULES.items():
+        if module == prefix or module.startswith(prefix + "."):
+            for name in _imports(path, module):
+                if name.startswith("capture_ledger."):
+                    found.add((module, name))
+    return found
+
+
+def _reaching(prefix: str, forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{module} -> {name}"
+        for module, name in _edges_from(prefix)
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
+    )
+
+
+def test_the_spec_never_imports_impl() -> None:
+    """The spec (model, checkers, kit) is the contract; it never depends on our implementation."""
+    assert _reaching("capture_ledger.spec", ("capture_ledger.impl", "capture_ledger.reference")) == []
+
+
+def test_the_store_imports_only_the_core_spec() -> None:
+    wrong = [
+        f"{m} -> {n}"
+        for m, n in _edges_from("capture_ledger.impl.store")
+        if not n.startswith(("capture_ledger.impl.store", "capture_ledger.spec.core"))
+    ]
+    assert wrong == []
+
+
+def test_the_kit_imports_nothing_of_the_study() -> None:
+    """What a ledger author runs (``spec.kit``) stands on the spec alone, not on our store's study."""
+    assert _reaching("capture_ledger.spec.kit", ("capture_ledger.impl",)) == []
+
+
+def test_nothing_on_the_production_path_imports_the_study_or_the_kit() -> None:
+    """What a model server embeds (the store, the HTTP control plane) never loads the study tools, the
+    kit, the simulation or the command line."""
+    forbidden = (
+        "capture_ledger.impl.study",
+        "capture_ledger.spec.kit",
+        "capture_ledger.impl.simulate",
+        "capture_ledger.impl.cli",
+    )
+    for room in ("capture_ledger.impl.store", "capture_ledger.impl.http"):
+        assert _reaching(room, forbidden) == [], room
+
+
+def test_a_room_rule_can_fail(tmp_path: Path) -> None:
+    """The room rules read real imports: a store module importing the kit is seen as such."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from capture_ledger.spec.kit import load_target\n")
+    names = _imports(bad, "capture_ledger.impl.store.bad")
+    assert any(n.startswith("capture_ledger.spec.kit") for n in names)

@@ -99,8 +99,9 @@ def _pin(summary: dict[str, Any], target: str, cwd: Path, *, handles: int) -> No
         _replays(item["counterexample"], requirement, cwd)
 
 
+@pytest.mark.slow
 def test_the_memory_store_verdict(tmp_path: Path) -> None:
-    """The ``ci`` profile's full run with one handle (about 40 s); the file store's are ``slow``."""
+    """The ``ci`` profile's full run with one handle (about 35 s, so ``slow``, as the file store's are)."""
     _require_gym()
     _pin(_verify(GYM_MEMORY, tmp_path), GYM_MEMORY, tmp_path, handles=1)
 

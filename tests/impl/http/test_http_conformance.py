@@ -177,6 +177,7 @@ def test_a_broken_remote_path_is_caught(served: tuple[ServerThread, Dispatcher])
         check_ledger(open_worker, handles=2, settings=budget)
 
 
+@pytest.mark.slow  # about 19 s; the sync client's two-worker run above stays in the fast tier
 def test_the_async_client_conforms_too(served: tuple[ServerThread, Dispatcher]) -> None:
     server, dispatcher = served
 

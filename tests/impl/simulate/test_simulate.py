@@ -151,6 +151,9 @@ BROKEN_STORE = '''
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.study.variants import StoreVariant
 
+#: The slow tier (``pytest -m slow``, run by .ci/run): the simulation runs real servers (about 25 s).
+pytestmark = pytest.mark.slow
+
 
 def open_store(directory):
     """Writes do not look for the fence, admission ignores it: late writes re-create retired ledgers."""

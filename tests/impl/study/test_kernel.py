@@ -43,6 +43,9 @@ from capture_ledger.spec.core.model import HasRows, Record
 from capture_ledger.spec.crash.durability import NoJournalExt4
 from capture_ledger.spec.kit.crash import Workload
 
+#: The slow tier (``pytest -m slow``, run by .ci/run): the kernel study mounts real ext4 images.
+pytestmark = pytest.mark.slow
+
 MISSING = missing()
 if MISSING:
     if strict():
