@@ -154,13 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     judged = check_history(bad)
     corrupted = time.perf_counter() - began
-    witness = len(judged.witness) if isinstance(judged, Violation) else "-"
+    witness = len(judged.witness.events) if isinstance(judged, Violation) else "-"
     print(
         f"check with event {index} corrupted:              {corrupted:7.3f} s  "
         f"-> {type(judged).__name__} (witness of {witness} events)"
     )
     if isinstance(judged, Violation):
-        print(judged)
+        print(judged.counterexample)
     return 0 if isinstance(verdict, Ok) and isinstance(judged, Violation) else 1
 
 

@@ -55,7 +55,7 @@ def main() -> None:
             )
         recorded = report.calls / report.recording_seconds if report.recording_seconds else 0.0
         judged = report.calls / report.checking_seconds if report.checking_seconds else 0.0
-        print(f"{name:18} {report.calls:>6} {report.verdict:>8} {recorded:>11,.0f} {judged:>10,.0f}")
+        print(f"{name:18} {report.calls:>6} {report.verdict.kind:>8} {recorded:>11,.0f} {judged:>10,.0f}")
 
 
 if __name__ == "__main__":

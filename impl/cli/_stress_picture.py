@@ -1,6 +1,6 @@
 """The SVG timeline of a stress violation's witness (SPEC.md R-CONC-1, R-KIT-12; docs/stress.md).
 
-``witness_svg(judgement)`` draws one lane per call, in invocation order and headed by its client, each
+``witness_svg(violation)`` draws one lane per call, in invocation order and headed by its client, each
 call a bar from its invocation to its return (red for the culprit, the last call; grey and open-ended for a
 call that never returned), labelled with the call and its outcome, under a heading with the requirement
 and the explanation; hand-written SVG in the style of the crash study's timelines (``impl.study.pictures``).
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import html
 
-from capture_ledger.spec.kit.stress import Judgement, op_text, outcome_text
+from capture_ledger.spec.core.verdicts import Violation
+from capture_ledger.spec.kit.stress import StressWitness, op_text, outcome_text
 
 __all__ = ["witness_svg"]
 
@@ -26,15 +27,16 @@ def _text(x: float, y: float, text: str, *, size: int = 12) -> str:
     )
 
 
-def witness_svg(judgement: Judgement) -> str:
-    """The witness as an SVG document (see the module docstring)."""
-    calls = sorted(judgement.witness, key=lambda c: (c.event.invoked, c.event.client))
+def witness_svg(violation: Violation) -> str:
+    """A stress violation's witness (a ``StressWitness``) as an SVG document (see the module docstring)."""
+    witness: StressWitness = violation.witness
+    calls = sorted(witness.calls, key=lambda c: (c.event.invoked, c.event.client))
     ends = [c.event.returned if c.event.returned is not None else c.ended for c in calls]
     origin = calls[0].event.invoked if calls else 0.0
     finish = max([c.event.invoked for c in calls] + [e for e in ends if e is not None] + [origin + 1.0])
     scale = (_WIDTH - _LEFT - 20) / (finish - origin)
     height = 60 + _LANE * max(1, len(calls)) + 30
-    body = [_text(10, 20, (judgement.text.splitlines() or [""])[0][:140], size=12)]
+    body = [_text(10, 20, (violation.counterexample.splitlines() or [""])[0][:140], size=12)]
     for i, (call, end) in enumerate(zip(calls, ends, strict=True)):
         y = 50 + i * _LANE
         x0 = _LEFT + (call.event.invoked - origin) * scale

@@ -6,7 +6,8 @@ time, and any counterexample as a numbered step trace. With ``--ablate`` it also
 in turn and prints the ablation table (guard x configuration -> the violated property and the
 counterexample's length, or "-" for no violation). ``--json`` prints the manifest format of
 ``spec/concurrency/manifest.json`` (no times, so the output is reproducible). Exit code 0 when every
-configuration with every guard on is free of violations.
+configuration with every guard on is free of violations, else 1 (``exit_code`` of the worst
+``StepExploration.result``).
 
 Recorded histories are judged by ``capture-ledger check-history`` (``impl/cli/history.py``).
 
@@ -22,12 +23,13 @@ from typing import Any
 
 from capture_ledger.spec.concurrency.explore import (
     CONFIGURATIONS,
-    Exploration,
+    StepExploration,
     ablation,
     explore,
     manifest_data,
 )
 from capture_ledger.spec.concurrency.steps import GUARD_NAMES
+from capture_ledger.spec.core.verdicts import exit_code, worst
 
 __all__ = ["format_ablation", "register"]
 
@@ -53,13 +55,13 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_explore)
 
 
-def _describe(run: Exploration) -> str:
+def _describe(run: StepExploration) -> str:
     verdict = "ok" if run.ok else f"VIOLATION of {run.counterexample.property}"  # type: ignore[union-attr]
     counts = f"{run.states} states, {run.complete} complete executions"
     return f"{run.config}: {counts}, {run.seconds:.2f} s: {verdict}"
 
 
-def format_ablation(table: dict[str, dict[str, Exploration]]) -> str:
+def format_ablation(table: dict[str, dict[str, StepExploration]]) -> str:
     """The ablation table: one row per configuration, one column per guard switched off.
 
     A cell names the violated property and the counterexample's length in steps (``CONC-2@22``), or ``-``.
@@ -94,7 +96,7 @@ def _explore(args: argparse.Namespace) -> int:
         table = ablation(configs)
     else:
         table = {"none": {name: explore(config) for name, config in configs.items()}}
-    ok = all(run.ok for run in table["none"].values())
+    code = exit_code(worst(run.result for run in table["none"].values()))
     if args.json:
         data = (
             manifest_data(table)
@@ -109,7 +111,7 @@ def _explore(args: argparse.Namespace) -> int:
         if counterexamples:
             data["counterexamples"] = counterexamples
         print(json.dumps(data, indent=2, sort_keys=False))
-        return 0 if ok else 1
+        return code
     for run in table["none"].values():
         print(_describe(run))
         if run.counterexample is not None:
@@ -126,4 +128,4 @@ def _explore(args: argparse.Namespace) -> int:
                 print(f"\nwithout {guard}, shortest counterexample ({shortest.config}):")
                 print(shortest.counterexample)
     print(f"time: {time.perf_counter() - began:.2f} s")
-    return 0 if ok else 1
+    return code

@@ -6,12 +6,16 @@ writes for one call merged; several clients' files merged by invocation time) an
 ``spec.concurrency.linearizability.check_history``. What it prints, and its exit code:
 
 - linearizable: ``N events: Ok()``, exit 0;
-- not linearizable: ``N events: Violation(...)`` with the explanation and a minimal witness, exit 1;
+- not linearizable: ``N events: Violation(...)`` with the explanation and a minimal witness (the
+  violation's ``counterexample``), exit 1;
 - undecided: ``N events: Unknown(spent=S)``, the search steps spent, and how to allow more, exit 2;
 - not a history: ``error: FILE:LINE: why`` on standard error, exit 2 -- a file that cannot be read, a line
   that is not JSON or not an event (an unknown operation, arguments that do not fit it, a time that is not
   a finite number, a return before the invocation, a result that does not fit the operation), or an event
   the checker refuses (``error: event N is malformed: ...``).
+
+The exit status is ``spec.core.verdicts.exit_code`` of the verdict (input that is not a history is
+``Unknown(reason=...)``: nothing was judged).
 
 A last line without its newline, torn when a recorder was killed in the middle of writing it, is skipped
 (as ``read_history`` does) with a note on standard error, so that a dropped event is never silent.
@@ -33,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.spec.concurrency.history import Event, event_from_json
-from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import Unknown, Violation, check_history
+from capture_ledger.spec.core.verdicts import exit_code
 from capture_ledger.spec.kit import read_history
 
 __all__ = ["DEFAULT_BUDGET", "load_history", "register"]
@@ -126,15 +131,16 @@ def _check_history(args: argparse.Namespace) -> int:
         verdict = check_history(events, budget=args.budget)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"{len(events)} events: {verdict!r}")
-    if isinstance(verdict, Ok):
-        return 0
+        return exit_code(Unknown(reason=str(error)))
     if isinstance(verdict, Violation):
-        return 1
-    assert isinstance(verdict, Unknown)
-    print(
-        f"undecided: the search budget of {args.budget:,} steps ran out before a verdict; allow more with "
-        "--budget (0 for no limit)"
-    )
-    return 2
+        print(f"{len(events)} events: {verdict.counterexample}")
+    elif isinstance(verdict, Unknown):
+        # The search stops exactly when it has spent the budget: what it spent is ``--budget``.
+        print(f"{len(events)} events: Unknown(spent={args.budget})")
+        print(
+            f"undecided: the search budget of {args.budget:,} steps ran out before a verdict; allow more "
+            "with --budget (0 for no limit)"
+        )
+    else:
+        print(f"{len(events)} events: {verdict!r}")
+    return exit_code(verdict)

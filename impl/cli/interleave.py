@@ -7,7 +7,8 @@ prints per scenario the schedules explored, whether the bounded space was exhaus
 one run, the failing runs and the time. ``--ablate`` also switches each guard of ``scenarios.GUARDS`` off
 in turn and prints the first counterexample found with the fewest preemptions (``--verbose``: its whole
 trace). ``--dir`` puts the run directories there. Exit code 0 when the production store passed every
-schedule and every guard-removed variant was caught, 1 otherwise.
+schedule and every guard-removed variant was caught, 1 otherwise (``exit_code`` of the worst verdict: each
+``ScheduleExploration.result``, and a ``Violation`` for each variant not caught).
 
 Not guaranteed: the wording of the output, or its times (wall clock).
 """
@@ -28,6 +29,7 @@ from capture_ledger.impl.study.interleave import (
     store_opener,
 )
 from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.spec.core.verdicts import Verdict, Violation, exit_code, worst
 
 __all__ = ["register", "run_cli"]
 
@@ -66,7 +68,7 @@ def run_cli(args: Any) -> int:
     """
     logging.getLogger("capture_ledger").setLevel(logging.ERROR)  # discarded late writes are expected here
     names = args.scenario or sorted(name for name in SCENARIOS if args.slow or name not in SLOW)
-    code = 0
+    verdicts: list[Verdict] = []
     for name in names:
         started = time.monotonic()
         found = explore(
@@ -77,8 +79,8 @@ def run_cli(args: Any) -> int:
             f"<= {found.max_decisions} decisions, "
             f"{len(found.failures)} failing, {time.monotonic() - started:.1f}s"
         )
+        verdicts.append(found.result)
         for failure in found.failures:
-            code = 1
             print(failure.describe())
     if args.ablate:
         for guard in GUARDS:
@@ -103,5 +105,9 @@ def run_cli(args: Any) -> int:
                 )
                 if args.verbose:
                     print(run.describe())
-            code = code if caught else 1
-    return code
+            if not caught:
+                # A variant meant to fail that no schedule caught: the scenarios no longer show that the
+                # guard is needed, so the study itself is broken.
+                missed = f"{guard}=False was not caught by any schedule of {', '.join(names)}"
+                verdicts.append(Violation(requirement="R-CONC-1", counterexample=missed, witness=guard))
+    return exit_code(worst(verdicts))

@@ -12,8 +12,10 @@ worker per round is SIGKILLed mid-run and a fresh handle reads everything back (
 
 Exit 0 when every round is linearizable, 1 on a violation (its minimal witness printed as a timeline;
 ``--report DIR`` also writes ``witness.svg``), 2 when the target cannot be loaded or the verdict is unknown
-(the checker's budget ran out, or the handles could not be opened). ``--json`` prints one object:
-``{"target", "verdict": "ok"|"violation"|"unknown", "calls", "witness": str|null, "seconds"}`` and, beyond
+(the checker's budget ran out, or the handles could not be opened): ``exit_code`` of the report's verdict.
+``--json`` prints one object:
+``{"target", "verdict": "ok"|"violation"|"unknown", "calls", "witness": str|null, "seconds"}`` (``verdict``
+is the verdict's ``kind``) and, beyond
 the pinned keys, ``seed``, ``rounds``, ``requirement``, ``rollout_id``, ``witness_calls``, ``processes``,
 ``recording_seconds``, ``checking_seconds`` and ``interrupted`` (calls a ``--kill`` cut short).
 
@@ -36,6 +38,7 @@ from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.core.protocol import OPERATIONS
+from capture_ledger.spec.core.verdicts import Violation, exit_code
 from capture_ledger.spec.kit import bind_options, call_budget, load_target, parse_options
 from capture_ledger.spec.kit.stress import (
     DEFAULT_CHECK_BUDGET,
@@ -109,18 +112,19 @@ def register(subparsers: Any) -> None:
 
 def report_json(target: str, report: StressReport, seconds: float, processes: int) -> dict[str, Any]:
     """The ``--json`` object (the pinned keys first)."""
-    judgement = report.judgement
+    verdict = report.verdict
+    witness = verdict.witness if isinstance(verdict, Violation) else None  # a StressWitness
     return {
         "target": target,
-        "verdict": report.verdict,
+        "verdict": verdict.kind,
         "calls": report.calls,
         "witness": report.witness,
         "seconds": round(seconds, 3),
         "seed": report.seed,
         "rounds": report.rounds,
-        "requirement": judgement.requirement or None,
-        "rollout_id": judgement.rollout_id,
-        "witness_calls": len(judgement.witness),
+        "requirement": verdict.requirement if isinstance(verdict, Violation) else None,
+        "rollout_id": None if witness is None else witness.rollout_id,
+        "witness_calls": 0 if witness is None else len(witness.calls),
         "processes": processes,
         "recording_seconds": round(report.recording_seconds, 3),
         "checking_seconds": round(report.checking_seconds, 3),
@@ -175,16 +179,14 @@ def _stress(args: argparse.Namespace) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     seconds = time.perf_counter() - started
-    if args.report and report.verdict == "violation":
-        _write_report(Path(args.report), report)
+    if args.report and isinstance(report.verdict, Violation):
+        _write_report(Path(args.report), report.verdict)
     if args.json:
         print(json.dumps(report_json(args.target, report, seconds, args.processes), indent=2))
     else:
         print(f"{args.target}: {report}")
         print(f"recorded in {report.recording_seconds:.2f} s, judged in {report.checking_seconds:.2f} s")
-    if report.verdict == "ok":
-        return 0
-    return 1 if report.verdict == "violation" else 2
+    return exit_code(report.verdict)
 
 
 def _run_processes(
@@ -222,10 +224,10 @@ def _run_processes(
     )
 
 
-def _write_report(directory: Path, report: StressReport) -> None:
+def _write_report(directory: Path, violation: Violation) -> None:
     from capture_ledger.impl.cli._stress_picture import witness_svg
 
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "witness.txt").write_text((report.witness or "") + "\n", encoding="utf-8")
-    (directory / "witness.svg").write_text(witness_svg(report.judgement), encoding="utf-8")
+    (directory / "witness.txt").write_text(violation.counterexample + "\n", encoding="utf-8")
+    (directory / "witness.svg").write_text(witness_svg(violation), encoding="utf-8")
     print(f"wrote {directory / 'witness.svg'}", file=sys.stderr)

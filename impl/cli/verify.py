@@ -9,11 +9,11 @@ First the protocol check a model server's start-up would make (methods missing, 
 differ), then the verdict: the operations checked, the requirements checked and not checked, and each
 broken requirement with its quoted text and a counterexample program. ``--operations`` chooses the methods
 to check (default: those the ledger has); ``--all`` goes on past the first broken requirement;
-``--json`` prints one object (``Verdict.to_json``) on standard output, the protocol check then going to
-standard error.
+``--json`` prints one object (``LedgerVerdict.to_json``) on standard output, the protocol check then going
+to standard error.
 
-Exit codes: 0 conforms, 1 does not conform, 2 the target cannot be loaded or the kit failed (a message on
-standard error, never a traceback).
+Exit codes: 0 conforms, 1 does not conform (``exit_code`` of ``LedgerVerdict.result``), 2 the target cannot
+be loaded or the kit failed (a message on standard error, never a traceback).
 Not guaranteed: that a passing run proves conformance; it found no counterexample in the examples run.
 """
 
@@ -23,10 +23,14 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capture_ledger.impl.cli._options import FILE_STORE_TARGET, UsageError
+from capture_ledger.spec.core.verdicts import exit_code
 from capture_ledger.spec.kit import load_target
+
+if TYPE_CHECKING:
+    from capture_ledger.spec.kit.sequential import LedgerVerdict
 
 __all__ = ["DEFAULT_TARGET", "register", "run_verify"]
 
@@ -95,7 +99,7 @@ def run_verify(
     every: bool = False,
     protocol_out: Any = None,
 ) -> dict[str, Any]:
-    """Run the kit and return the ``--json`` object (with ``profile`` and ``protocol`` added).
+    """Run the kit and return the ``--json`` object (with ``profile`` and ``report`` added).
 
     Args:
         target: ``module:callable``; default: the production file store.
@@ -110,7 +114,39 @@ def run_verify(
         TargetError: the target cannot be loaded.
         UsageError: an unknown operation or profile, or the kit itself failed (``KitError``).
     """
-    from capture_ledger.spec.kit import PROFILE_ENV, ProtocolCheck, profile_settings
+    verdict = _judge(
+        target,
+        handles=handles,
+        profile=profile,
+        max_examples=max_examples,
+        operations=operations,
+        every=every,
+        protocol_out=protocol_out,
+    )
+    return _summary(verdict, profile)
+
+
+def _summary(verdict: LedgerVerdict, profile: str | None) -> dict[str, Any]:
+    from capture_ledger.spec.kit import PROFILE_ENV
+
+    summary = verdict.to_json()
+    summary["profile"] = profile or os.environ.get(PROFILE_ENV) or "dev"
+    summary["report"] = verdict.report()
+    return summary
+
+
+def _judge(
+    target: str | None,
+    *,
+    handles: int | None,
+    profile: str | None,
+    max_examples: int | None,
+    operations: tuple[str, ...] | None,
+    every: bool,
+    protocol_out: Any,
+) -> LedgerVerdict:
+    """The kit's ``LedgerVerdict`` on ``target`` (``run_verify``'s arguments and errors)."""
+    from capture_ledger.spec.kit import ProtocolCheck, profile_settings
     from capture_ledger.spec.kit.sequential import KitError, judge_ledger
 
     name = target or DEFAULT_TARGET
@@ -130,7 +166,7 @@ def run_verify(
             print("\n".join(check.lines()), file=protocol_out, flush=True)
 
     try:
-        verdict = judge_ledger(
+        return judge_ledger(
             factory,
             handles=count,
             settings=settings,
@@ -143,17 +179,13 @@ def run_verify(
         raise UsageError(f"the kit could not judge {name}: {error}") from None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    summary = verdict.to_json()
-    summary["profile"] = profile or os.environ.get(PROFILE_ENV) or "dev"
-    summary["report"] = verdict.report()
-    return summary
 
 
 def _handle(args: argparse.Namespace) -> int:
     for option, value in (("--handles", args.handles), ("--max-examples", args.max_examples)):
         if value is not None and value < 1:
             raise UsageError(f"{option} must be at least 1")
-    summary = run_verify(
+    verdict = _judge(
         args.target,
         handles=args.handles,
         profile=args.profile,
@@ -162,15 +194,16 @@ def _handle(args: argparse.Namespace) -> int:
         every=args.every,
         protocol_out=sys.stderr if args.json else sys.stdout,
     )
+    summary = _summary(verdict, args.profile)
     report = summary.pop("report")
     if args.json:
         summary.pop("profile")
         print(json.dumps(summary, indent=2))
-        return 0 if summary["conforms"] else 1
-    verdict = "conforms" if summary["conforms"] else "DOES NOT CONFORM"
+        return exit_code(verdict.result)
+    said = "conforms" if summary["conforms"] else "DOES NOT CONFORM"
     rate = summary["examples"] / summary["seconds"] if summary["seconds"] else 0.0
     print(
-        f"{summary['target']} (handles={summary['handles']}, profile={summary['profile']}): {verdict}\n"
+        f"{summary['target']} (handles={summary['handles']}, profile={summary['profile']}): {said}\n"
         f"  operations: {', '.join(summary['operations'])}\n"
         f"  checked: {', '.join(summary['checked'])}\n"
         f"  not checked: {', '.join(summary['not_checked']) or 'none'}\n"
@@ -179,4 +212,4 @@ def _handle(args: argparse.Namespace) -> int:
     )
     if not summary["conforms"]:
         print(report)
-    return 0 if summary["conforms"] else 1
+    return exit_code(verdict.result)

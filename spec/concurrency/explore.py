@@ -40,7 +40,7 @@ from typing import Any
 
 from capture_ledger.spec.concurrency._programs import successor
 from capture_ledger.spec.concurrency.history import Event
-from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import check_history
 from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,
     AdmitCall,
@@ -59,14 +59,16 @@ from capture_ledger.spec.concurrency.steps import (
 from capture_ledger.spec.core import model
 from capture_ledger.spec.core.ids import staging_key
 from capture_ledger.spec.core.rows import canonical_json
+from capture_ledger.spec.core.verdicts import Ok, Verdict, Violation
 
 __all__ = [
     "CONFIGURATIONS",
     "MANIFEST",
     "PROPERTIES",
+    "REQUIREMENTS",
     "SLOW",
     "Counterexample",
-    "Exploration",
+    "StepExploration",
     "ablation",
     "explore",
     "history_of",
@@ -257,9 +259,21 @@ class Counterexample:
         return "\n".join(lines)
 
 
+#: The requirement each property checks (a deadlock: some call never returns, so no history of the
+#: execution is linearizable).
+REQUIREMENTS = {
+    LINEARIZABILITY: "R-CONC-1",
+    RETIRED_STAYS_RETIRED: "R-CONC-2",
+    WRITE_AFTER_DELETE_SURVIVES: "R-CONC-3",
+    SYNCED_FIRST: "R-STORE-9",
+    DEADLOCK: "R-CONC-1",
+}
+
+
 @dataclass(frozen=True, slots=True)
-class Exploration:
-    """What ``explore`` did: states visited, complete executions, time, and the counterexample if any."""
+class StepExploration:
+    """What ``explore`` did on the step-level model: states visited, complete executions, time, and the
+    counterexample if any."""
 
     config: str
     guards_off: tuple[str, ...]
@@ -272,6 +286,19 @@ class Exploration:
     def ok(self) -> bool:
         """Whether no property was violated."""
         return self.counterexample is None
+
+    @property
+    def result(self) -> Verdict:
+        """The shared verdict: ``Ok`` listing the requirements checked, or a ``Violation`` of the property's
+        requirement whose counterexample is the numbered step trace (``witness``: the ``Counterexample``).
+        """
+        example = self.counterexample
+        if example is None:
+            counts = f"{self.config}: {self.states} states, {self.complete} complete executions"
+            return Ok(checked=tuple(dict.fromkeys(REQUIREMENTS.values())), detail=counts)
+        return Violation(
+            requirement=REQUIREMENTS[example.property], counterexample=str(example), witness=example
+        )
 
 
 # --------------------------------------------------------------------------------------------- history
@@ -341,7 +368,7 @@ def _invariants(config: Config, state: State) -> tuple[str, str] | None:
 
 
 # ----------------------------------------------------------------------------------------------- search
-def explore(config: Config, guards: Guards | None = None, *, linearizability: bool = True) -> Exploration:
+def explore(config: Config, guards: Guards | None = None, *, linearizability: bool = True) -> StepExploration:
     """Visit every reachable state of ``config``; stop at the first violated property.
 
     Args:
@@ -362,7 +389,7 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
     complete = 0
     clients = range(len(config.clients))
 
-    def stop(state: State, prop: str, detail: str) -> Exploration:
+    def stop(state: State, prop: str, detail: str) -> StepExploration:
         steps: list[str] = []
         schedule: list[int] = []
         link = parents[state]
@@ -371,7 +398,7 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
             schedule.append(link[2])
             link = parents[link[0]]
         example = Counterexample(prop, tuple(reversed(steps)), detail, tuple(reversed(schedule)))
-        return Exploration(config.name, off, len(parents), complete, time.perf_counter() - began, example)
+        return StepExploration(config.name, off, len(parents), complete, time.perf_counter() - began, example)
 
     while queue:
         state = queue.popleft()
@@ -396,32 +423,32 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
         if linearizability:
             verdict = check_history(history_of(config, state))
             if isinstance(verdict, Violation):
-                return stop(state, LINEARIZABILITY, repr(verdict))
-    return Exploration(config.name, off, len(parents), complete, time.perf_counter() - began, None)
+                return stop(state, LINEARIZABILITY, verdict.counterexample)
+    return StepExploration(config.name, off, len(parents), complete, time.perf_counter() - began, None)
 
 
-def ablation(configs: dict[str, Config] | None = None) -> dict[str, dict[str, Exploration]]:
+def ablation(configs: dict[str, Config] | None = None) -> dict[str, dict[str, StepExploration]]:
     """Explore every configuration with all guards on (``"none"``) and with each guard off in turn.
 
     Returns:
         ``{guard switched off or "none": {configuration: exploration}}``.
     """
     configs = configs if configs is not None else CONFIGURATIONS
-    table: dict[str, dict[str, Exploration]] = {}
+    table: dict[str, dict[str, StepExploration]] = {}
     for name in ("none", *GUARD_NAMES):
         guards = Guards() if name == "none" else Guards().without(name)
         table[name] = {key: explore(config, guards) for key, config in configs.items()}
     return table
 
 
-def _cell(exploration: Exploration) -> dict[str, Any] | str:
+def _cell(exploration: StepExploration) -> dict[str, Any] | str:
     example = exploration.counterexample
     if example is None:
         return "no violation"
     return {"property": example.property, "steps": len(example.steps)}
 
 
-def manifest_data(table: dict[str, dict[str, Exploration]]) -> dict[str, Any]:
+def manifest_data(table: dict[str, dict[str, StepExploration]]) -> dict[str, Any]:
     """The manifest for an ablation table (the format of ``manifest.json``)."""
     return {
         "about": "Pinned by tests/spec/concurrency/test_explore_manifest.py; regenerate with "

@@ -2,7 +2,12 @@
 
 ``check_history(events)`` decides whether a history of concurrent calls (``history.Event``: invocation,
 return and result of each call) could have come from the sequential model, each call taking effect
-atomically at one instant between its invocation and its return.
+atomically at one instant between its invocation and its return. It answers with the one result type of
+every checker (``spec.core.verdicts``): ``Ok()``; ``Violation(requirement="R-CONC-1", counterexample=...,
+witness=LinearizabilityWitness(rollout_id, events, explanation))`` with a minimal witness; or
+``Unknown(spent="N search steps")``. ``decide(events)`` is the same verdict without building the witness
+(its ``Violation`` carries the whole failing partition, unexplained): what a caller that builds its own
+witness from many small decisions wants (``spec.kit.stress``).
 
 How (porcupine's design, after Wing & Gong and Lowe):
 
@@ -16,36 +21,36 @@ How (porcupine's design, after Wing & Gong and Lowe):
 * **Validation first.** A call rejected by validation (invalid ID, row, batch; R-BATCH-2) does not depend
   on the state and changed nothing: it is judged on its own and leaves every partition. So is a result
   that no state explains: a value of the wrong type (``has_rows`` returning ``1``), or a removal that is not
-  its batch split; each is a ``Violation`` of its own (``rollout_id=None``).
-* **Search per partition**: the call and return entries in one doubly linked list sorted by time (a call
-  before a return at the same instant, so touching calls count as concurrent); a depth-first search
-  linearizes a pending call whose model result matches the observed one, backtracks at a return whose call
-  is not linearized yet, and memoises ``(linearized set as a bitset, state)`` so that no configuration is
-  explored twice.
+  its batch split; each is a ``Violation`` of its own (its witness's ``rollout_id`` is ``None``).
+* **Search per partition** (``_search``): the call and return entries in one doubly linked list sorted by
+  time (a call before a return at the same instant, so touching calls count as concurrent); a depth-first
+  search linearizes a pending call whose model result matches the observed one, backtracks at a return
+  whose call is not linearized yet, and memoises ``(linearized set as a bitset, state)`` so that no
+  configuration is explored twice.
 * **Unreturned calls** (``returned=None``) may take effect anywhere after their invocation or not at all:
   their return is at +infinity and any result is accepted; the search stops once every returned call is
   linearized (the unreturned rest then take effect "after the end", which nothing observed).
-* **Witnesses** are minimal: the failing partition is cut to its shortest failing prefix (in order of
-  invocation), whose last call is the *culprit*; then events are removed while the rest stays
+* **Witnesses** (``_witness``) are minimal: the failing partition is cut to its shortest failing prefix
+  (in order of invocation), whose last call is the *culprit*; then events are removed while the rest stays
   non-linearizable and the culprit essential. So the witness is the culprit plus a linearizable set of
   calls that makes its result impossible, and no single one of those calls can go (unless its absence is
   a violation of its own, as a ``retire`` reporting ``removed`` with no write before it).
 
 Not guaranteed: a result within any time bound (the problem is NP-complete; a ``budget`` of search steps
-bounds the work and yields ``Unknown(spent)``, R-KIT-9); a globally minimal witness; judging clocks that
-the clients did not share (``history`` says which clocks are fit).
+bounds the work and yields ``Unknown(spent)``, R-KIT-9; the search stops exactly when it has spent the
+budget, so ``spent`` is the budget); a globally minimal witness; judging clocks that the clients did not
+share (``history`` says which clocks are fit).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
+from capture_ledger.spec.concurrency._search import Budget, SubOperation, search
+from capture_ledger.spec.concurrency._witness import LinearizabilityWitness, counterexample, explain, shrink
 from capture_ledger.spec.concurrency.history import Event, results_match
 from capture_ledger.spec.core.model import (
-    ABSENT,
     Admit,
     Delete,
     Discarded,
@@ -68,81 +73,28 @@ from capture_ledger.spec.core.model import (
     rollout_transition,
 )
 from capture_ledger.spec.core.model import Ok as _ModelOk
+from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 
+# Ok, Unknown, Verdict and Violation are the shared result type (spec.core.verdicts), re-exported for the
+# checker's callers.
 __all__ = [
-    "CheckResult",
+    "REQUIREMENT",
+    "LinearizabilityWitness",
     "Ok",
     "SubOperation",
     "Unknown",
+    "Verdict",
     "Violation",
     "check_history",
+    "decide",
     "partition",
 ]
 
-
-# --------------------------------------------------------------------------------------------- results
-@dataclass(frozen=True, slots=True)
-class Ok:
-    # The checker's verdict, named like porcupine's ``Ok``; not ``model.Ok``, a call's result.
-    """The history is linearizable."""
-
-    def __repr__(self) -> str:
-        return "Ok()"
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """The history is not linearizable; ``witness`` is a minimal non-linearizable sub-history."""
-
-    rollout_id: str | None
-    witness: tuple[Event, ...]
-    explanation: str
-
-    def __repr__(self) -> str:
-        lines = [f"Violation(rollout_id={self.rollout_id!r}, explanation={self.explanation!r}, witness=["]
-        lines += [f"    {event!r}," for event in self.witness]
-        lines.append("])")
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True, slots=True)
-class Unknown:
-    """The budget of search steps was spent before a verdict."""
-
-    spent: int
-
-
-CheckResult = Ok | Violation | Unknown
+#: The requirement a non-linearizable history breaks.
+REQUIREMENT = "R-CONC-1"
 
 
 # ------------------------------------------------------------------------------------ sub-operations
-class SubOperation(NamedTuple):
-    """One event's effect on one rollout ID: ``apply`` is the model's per-ID step (state -> state, result).
-
-    A ``NamedTuple`` rather than a frozen dataclass: a history of 100,000 calls makes as many, and a frozen
-    dataclass's ``__init__`` costs several times more.
-    """
-
-    event: int
-    rollout_id: str
-    invoked: float
-    returned: float  # math.inf when the call never returned
-    apply: Transition
-    observed: Result | None  # None: not checked (an unreturned call, or a retire's completion)
-    op: Operation
-    #: ``"fence"`` or ``"complete"`` for the two points of a retire (R-STATE-2); ``""`` otherwise.
-    stage: str = ""
-
-    @property
-    def label(self) -> str:
-        """The call, as valid Python; a batch names the ID this sub-operation stands for."""
-        if isinstance(self.op, Retire | Delete) and list(self.op.rollout_ids) != [self.rollout_id]:  # type: ignore[call-overload]
-            label = f"{self.op!r} on {self.rollout_id!r}"
-        else:
-            label = repr(self.op)
-        return f"{label} ({self.stage})" if self.stage else label
-
-
 def _retire_fence(state: RolloutState) -> tuple[RolloutState, Result]:
     # Phase 1 of a retire on one ID: a Live rollout becomes fenced (reads and writes as Live, admission
     # refused, R-STATE-2); any other becomes Retired. ``removed`` is decided here.
@@ -230,6 +182,15 @@ def _value_shape_error(op: Operation, value: object) -> str | None:
     return None if fits else f"{op!r} returned {value!r}, not {what}"
 
 
+def _violation(witness: LinearizabilityWitness) -> Violation:
+    return Violation(requirement=REQUIREMENT, counterexample=counterexample(witness), witness=witness)
+
+
+def _alone(event: Event, problem: str) -> Violation:
+    """A result no state explains: a violation whose witness is the one event."""
+    return _violation(LinearizabilityWitness(rollout_id=None, events=(event,), explanation=problem))
+
+
 def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], Violation | None]:
     """Split a history into per-ID sub-operations (R-CONC-1) and judge the results no state can explain.
 
@@ -239,7 +200,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
     Returns:
         The sub-operations of each rollout ID, in event order, and a ``Violation`` if some event's result
         is wrong whatever the state (a validation result, a value of the wrong type, or a removal that is
-        not its batch split).
+        not its batch split); its witness is that one event (``rollout_id=None``).
 
     Raises:
         ValueError: a malformed event (R-KIT-9): not an ``Event`` of an operation value, a time that is
@@ -258,17 +219,17 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
         if isinstance(prepared, Err):
             if result is not None and not results_match(prepared, result):
                 problem = f"{op!r} must fail validation with {prepared!r} but returned {result!r}"
-                return parts, Violation(None, (event,), problem)
+                return parts, _alone(event, problem)
             continue  # rejected by validation: changed nothing anywhere (R-BATCH-2)
         if isinstance(op, Retire | Delete):
             if isinstance(result, Err):
                 problem = f"{op!r} can only fail validation, but returned {result!r}"
-                return parts, Violation(None, (event,), problem)
+                return parts, _alone(event, problem)
             removed: tuple[str, ...] = ()
             if result is not None:
                 shape = _removal_shape_error([rollout_id for rollout_id, _ in prepared], result.value)
                 if shape is not None:
-                    return parts, Violation(None, (event,), f"{op!r} {shape}")
+                    return parts, _alone(event, f"{op!r} {shape}")
                 assert isinstance(result.value, Removal)  # checked by _removal_shape_error
                 removed = result.value.removed
             for rollout_id, apply in prepared:
@@ -279,7 +240,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
                     SubOperation(index, rollout_id, event.invoked, returned, apply, observed, op, stage)
                 )
                 if isinstance(op, Retire):
-                    # The second point, right after the fence in the list (``_search`` relies on it).
+                    # The second point, right after the fence in the list (``_search.search`` relies on it).
                     part.append(
                         SubOperation(
                             index, rollout_id, event.invoked, returned, _retire_complete, None, op, "complete"
@@ -289,7 +250,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
         if isinstance(result, _ModelOk):
             shape = _value_shape_error(op, result.value)
             if shape is not None:
-                return parts, Violation(None, (event,), shape)
+                return parts, _alone(event, shape)
             if isinstance(result.value, Discarded):
                 result = _ModelOk(None)  # a recorder that kept the model's value: a discard returns None
         [(rollout_id, apply)] = prepared
@@ -299,172 +260,60 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
     return parts, None
 
 
-# ------------------------------------------------------------------------------------------------ search
-class _Budget:
-    """Search steps left across partitions and shrinking (``None``: unbounded)."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.spent = 0
-
-    def exhausted(self) -> bool:
-        return self.limit is not None and self.spent >= self.limit
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    linearizable: bool | None  # None: budget spent
-    longest: tuple[int, ...]  # the longest partial linearization found (indices into the partition)
-    state: RolloutState
-
-
-def _search(ops: Sequence[SubOperation], budget: _Budget, *, explain: bool = False) -> _Outcome:
-    """Wing & Gong / Lowe search with memoisation, as porcupine's ``checkSingle``."""
-    n = len(ops)
-    # Entries 1..2n: call of op i is i+1, its return n+i+1; 0 is the list head. A call sorts before a
-    # return at the same instant.
-    order = sorted(
-        [(op.invoked, 0, i) for i, op in enumerate(ops)]
-        + [(op.returned, 1, n + i) for i, op in enumerate(ops)]
-    )
-    nxt = [0] * (2 * n + 2)
-    prv = [0] * (2 * n + 2)
-    last = 0
-    for _, _, entry in order:
-        nxt[last] = entry + 1
-        prv[entry + 1] = last
-        last = entry + 1
-    nxt[last] = 0  # 0 doubles as the end of the list
-    must = sum(1 for op in ops if op.returned != math.inf)  # returned calls still to linearize
-    # A retire's completion may only follow its own fence (the sub-operation just before it).
-    after = [
-        i - 1 if op.stage == "complete" and i and ops[i - 1].stage == "fence" else -1
-        for i, op in enumerate(ops)
-    ]
-    state: RolloutState = ABSENT
-    linearized = 0
-    cache: set[tuple[int, RolloutState]] = set()
-    calls: list[tuple[int, RolloutState]] = []
-    longest: tuple[int, ...] = ()
-    longest_state: RolloutState = ABSENT
-    entry = nxt[0]
-    while must:
-        if budget.exhausted():
-            return _Outcome(None, longest, longest_state)
-        budget.spent += 1
-        i = entry - 1
-        if 0 <= i < n:  # a call: try to linearize it now
-            op = ops[i]
-            if after[i] >= 0 and not (linearized >> after[i]) & 1:
-                entry = nxt[entry]
-                continue
-            new_state, expected = op.apply(state)
-            if op.observed is None or results_match(expected, op.observed):
-                key = (linearized | (1 << i), new_state)
-                if key not in cache:
-                    cache.add(key)
-                    calls.append((i, state))
-                    state, linearized = new_state, key[0]
-                    if op.returned != math.inf:
-                        must -= 1
-                    ret = n + i + 1
-                    nxt[prv[entry]] = nxt[entry]  # lift the call and its return out of the list
-                    prv[nxt[entry]] = prv[entry]
-                    nxt[prv[ret]] = nxt[ret]
-                    prv[nxt[ret]] = prv[ret]
-                    if explain and len(calls) > len(longest):  # O(n) a time: only to explain
-                        longest, longest_state = tuple(c for c, _ in calls), state
-                    entry = nxt[0]
-                    continue
-            entry = nxt[entry]
-            continue
-        # A return whose call is not linearized (or the end of the list): undo the last linearization.
-        if not calls:
-            return _Outcome(False, longest, longest_state)
-        i, state = calls.pop()
-        linearized &= ~(1 << i)
-        if ops[i].returned != math.inf:
-            must += 1
-        call, ret = i + 1, n + i + 1
-        nxt[prv[ret]] = ret  # unlift in reverse order
-        prv[nxt[ret]] = ret
-        nxt[prv[call]] = call
-        prv[nxt[call]] = call
-        entry = nxt[call]
-    return _Outcome(True, longest, longest_state)
+# ------------------------------------------------------------------------------------------------ verdicts
+def _decide(
+    events: Sequence[Event], budget: Budget
+) -> tuple[Verdict | None, dict[str, list[SubOperation]], str | None]:
+    """The partitions and either the verdict (``Ok``, ``Unknown``, or a violation of one event) or, for a
+    partition that fails, ``None`` and its rollout ID: the caller builds that violation's witness."""
+    parts, invalid = partition(events)
+    if invalid is not None:
+        return invalid, parts, None
+    for rollout_id, ops in parts.items():
+        outcome = search(ops, budget)
+        if outcome.linearizable is None:
+            return Unknown(spent=f"{budget.spent} search steps"), parts, None
+        if not outcome.linearizable:
+            return None, parts, rollout_id
+    return Ok(), parts, None
 
 
-def _explain(ops: Sequence[SubOperation], outcome: _Outcome) -> str:
-    done = set(outcome.longest)
-    shown = [ops[i].label for i in outcome.longest[-4:]]
-    if len(outcome.longest) > len(shown):
-        shown.insert(0, f"... {len(outcome.longest) - len(shown)} calls")
-    prefix = ", ".join(shown) or "nothing"
-    blocked: list[str] = []
-    for i, op in enumerate(ops):
-        if i in done or op.observed is None or op.returned == math.inf:
-            continue
-        _, expected = op.apply(outcome.state)
-        if len(blocked) < 3 and not results_match(expected, op.observed):
-            blocked.append(f"{op.label} returned {op.observed!r} where the model gives {expected!r}")
-    return (
-        f"no order of these {len(ops)} calls on rollout {ops[0].rollout_id!r} respecting real time matches "
-        f"their results; the longest partial linearization is [{prefix}] reaching {outcome.state!r}, after "
-        f"which " + ("; ".join(blocked) or "a returned call is left with no order possible")
-    )
+def decide(events: Sequence[Event], *, budget: int | None = None) -> Verdict:
+    """Whether a recorded history is linearizable (R-CONC-1), without building a minimal witness.
 
+    Cheaper than ``check_history`` on a violation: no explanation search and no shrinking. For callers that
+    build their own witness from many decisions on small sub-histories.
 
-Group = tuple[SubOperation, ...]  # the sub-operations of one event on one ID (a retire has two)
+    Args:
+        events: the history.
+        budget: at most this many search steps over every partition; ``None`` for no bound.
 
+    Returns:
+        ``Ok()``; a ``Violation`` of R-CONC-1 whose ``witness`` (a ``LinearizabilityWitness``) holds the
+        failing rollout ID's events, in the history's order, with a one-line explanation (a result wrong
+        in any state: that one event, ``rollout_id=None``, explained as ``check_history`` does); or
+        ``Unknown(spent="N search steps")`` when the budget ran out first.
 
-def _fails(groups: Sequence[Group], budget: _Budget) -> bool:
-    return bool(groups) and _search([op for g in groups for op in g], budget).linearizable is False
-
-
-def _shrink(ops: list[SubOperation], budget: _Budget) -> list[SubOperation]:
-    """A minimal non-linearizable sub-list of a non-linearizable partition, removing whole events.
-
-    First the shortest failing prefix in invocation order (binary search), whose last call is the
-    *culprit*: the first call whose result no order explains. Then chunks, and finally single calls, are
-    removed while the rest still fails and the culprit stays essential (without it, the rest is
-    linearizable), so that the witness shows the call that went wrong and the calls that make its result
-    impossible, rather than some other small failing subset (a lone ``retire`` reporting ``removed`` is one).
+    Raises:
+        ValueError: a malformed history (``partition`` says which event and why, R-KIT-9).
     """
-    by_event: dict[int, list[SubOperation]] = {}
-    for op in sorted(ops, key=lambda op: (op.invoked, op.event)):  # stable: a fence stays first
-        by_event.setdefault(op.event, []).append(op)
-    groups = [tuple(g) for g in by_event.values()]
-    low, high = 1, len(groups)  # groups[:high] fails
-    while low < high and not budget.exhausted():
-        middle = (low + high) // 2
-        if _fails(groups[:middle], budget):
-            high = middle
-        else:
-            low = middle + 1
-    groups = groups[:high]
-    culprit, rest = groups[-1], groups[:-1]
-    # Cut chunks, then single events, keeping the culprit essential: the rest without it stays
-    # linearizable, so what is left explains why the culprit's result is impossible.
-    # Single events are cut until a whole pass cuts none: an event needed only by one cut later (a read
-    # of its row) goes in the next pass.
-    chunk = max(1, len(rest) // 2)
-    while not budget.exhausted():
-        start, cut = 0, False
-        while start < len(rest) and not budget.exhausted():
-            candidate = rest[:start] + rest[start + chunk :]
-            if _fails([*candidate, culprit], budget) and not _fails(candidate, budget):
-                rest, cut = candidate, True  # keep the cut; try the same position again
-            else:
-                start += chunk
-        if chunk == 1 and not cut:
-            break
-        chunk = max(1, chunk // 2)
-    rest = [*rest, culprit]
-    return [op for g in rest for op in g]
+    verdict, parts, rollout_id = _decide(events, Budget(budget))
+    if verdict is not None:
+        return verdict
+    assert rollout_id is not None
+    ops = parts[rollout_id]
+    mine = tuple(events[i] for i in sorted({op.event for op in ops}))
+    why = (
+        f"no order of these {len(ops)} calls on rollout {rollout_id!r} respecting real time matches their "
+        "results"
+    )
+    return _violation(LinearizabilityWitness(rollout_id=rollout_id, events=mine, explanation=why))
 
 
-def check_history(events: Sequence[Event], *, budget: int | None = None) -> CheckResult:
+def check_history(events: Sequence[Event], *, budget: int | None = None) -> Verdict:
     """Whether a recorded history is linearizable with respect to the sequential model (R-CONC-1).
+
+    ``decide``, then, on a violation, the explanation and the shrinking of its witness.
 
     Args:
         events: the history: every call's invocation, return (``None`` if it never returned) and result.
@@ -472,32 +321,24 @@ def check_history(events: Sequence[Event], *, budget: int | None = None) -> Chec
             ``None`` for no bound.
 
     Returns:
-        ``Ok()``; ``Violation(rollout_id, witness, explanation)`` with a minimal non-linearizable
-        sub-history of ``events`` (``rollout_id`` is ``None`` when one call's result is wrong in any
-        state); or ``Unknown(spent)`` when the budget ran out before a verdict.
+        ``Ok()``; a ``Violation`` of R-CONC-1 whose ``witness`` is a ``LinearizabilityWitness`` with a
+        minimal non-linearizable sub-history of ``events`` (``rollout_id`` is ``None`` when one call's
+        result is wrong in any state) and whose ``counterexample`` is its text; or
+        ``Unknown(spent="N search steps")`` when the budget ran out before a verdict.
 
     Raises:
         ValueError: a malformed history (``partition`` says which event and why, R-KIT-9): not a
             recording of calls, so not a history to judge.
     """
-    parts, invalid = partition(events)
-    if invalid is not None:
-        return invalid
-    steps = _Budget(budget)
-    unknown = False
-    for rollout_id, ops in parts.items():
-        outcome = _search(ops, steps)
-        if outcome.linearizable is None:
-            unknown = True
-            break
-        if outcome.linearizable:
-            continue
-        # The explanation comes from the whole partition (its context is what a reader needs); the
-        # witness is the shrunk sub-history, which is often just the calls whose results clash.
-        explanation = _explain(ops, _search(ops, _Budget(None), explain=True))  # deterministic: ends
-        shrunk = _shrink(ops, steps)
-        witness = tuple(events[i] for i in sorted({op.event for op in shrunk}))
-        return Violation(rollout_id, witness, explanation)
-    if unknown:
-        return Unknown(steps.spent)
-    return Ok()
+    steps = Budget(budget)
+    verdict, parts, rollout_id = _decide(events, steps)
+    if verdict is not None:
+        return verdict
+    assert rollout_id is not None
+    ops = parts[rollout_id]
+    # The explanation comes from the whole partition (its context is what a reader needs); the witness is
+    # the shrunk sub-history, which is often just the calls whose results clash.
+    explanation = explain(ops)
+    shrunk = shrink(ops, steps)
+    witness = tuple(events[i] for i in sorted({op.event for op in shrunk}))
+    return _violation(LinearizabilityWitness(rollout_id=rollout_id, events=witness, explanation=explanation))

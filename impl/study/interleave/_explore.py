@@ -7,8 +7,8 @@ decides who runs next (the mechanism is ``scheduling``'s; this module runs and j
 
 Each run yields the trace of ``(thread, seam call, result)``, the history of store operations on a
 logical clock (``spec.kit.recorder.HistoryRecorder``), read-backs of every rollout ID on every handle and on a
-fresh one after the threads finish, and the verdict of ``spec.linearizability.check_history`` (whose
-model gives retire two linearization points per ID, fence and completion, as R-STORE-4 does).
+fresh one after the threads finish, and the verdict of ``spec.concurrency.linearizability.check_history``
+(whose model gives retire two linearization points per ID, fence and completion, as R-STORE-4 does).
 
 R-CONC-2 (no ledger while a retire of its ID has returned and no delete of it may follow) is checked on
 the real directory at every point where all threads are parked; R-CONC-3 (no retire removes a write that
@@ -62,8 +62,9 @@ from capture_ledger.impl.study.interleave._scheduling import (
     worker,
 )
 from capture_ledger.spec.concurrency.history import Event
-from capture_ledger.spec.concurrency.linearizability import CheckResult, Ok, check_history
+from capture_ledger.spec.concurrency.linearizability import check_history
 from capture_ledger.spec.core.model import Operation, ReadManifest
+from capture_ledger.spec.core.verdicts import Ok, Verdict, Violation
 from capture_ledger.spec.kit import HistoryRecorder
 
 # Schedules are built from here too: the two kinds are re-exported.
@@ -71,10 +72,10 @@ __all__ = [
     "SCHEDULED_THREAD",
     "UNSCHEDULED_THREAD",
     "ChoiceSchedule",
-    "Exploration",
     "OpenHandle",
     "Run",
     "Scenario",
+    "ScheduleExploration",
     "ThreadSchedule",
     "explore",
     "find_counterexample",
@@ -85,6 +86,9 @@ __all__ = [
 #: on a thread named ``UNSCHEDULED_THREAD`` (each call within the run's ``timeout``).
 SCHEDULED_THREAD = "interleave-T"
 UNSCHEDULED_THREAD = "interleave-unscheduled"
+
+#: What a run judges: linearizability, and the invariants read off the trace and the directory.
+_CHECKED = ("R-CONC-1", "R-CONC-2", "R-CONC-3", "R-STORE-9")
 
 #: Opens one handle of the store under test on ``directory`` with the given (wrapped) seam.
 OpenHandle = Callable[[Path, FileSystem], Any]
@@ -110,13 +114,14 @@ class Scenario:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """One scheduled run: what was chosen, what happened, and the judgement."""
+    """One scheduled run: what was chosen, what happened, and the judgement (``verdict``: the
+    linearizability checker's on the history; ``result``: the run's as a whole)."""
 
     scenario: str
     decisions: tuple[Decision, ...]
     trace: tuple[TraceStep, ...]
     history: tuple[Event, ...]
-    verdict: CheckResult
+    verdict: Verdict
     invariant_failures: tuple[str, ...] = ()
     stopped: str | None = None
 
@@ -124,6 +129,20 @@ class Run:
     def ok(self) -> bool:
         """Ran to the end, linearizable, and no invariant failed."""
         return self.stopped is None and isinstance(self.verdict, Ok) and not self.invariant_failures
+
+    @property
+    def result(self) -> Verdict:
+        """The run's shared verdict: ``Ok``, or a ``Violation`` whose counterexample is ``describe()``
+        (``witness``: this run). The requirement is the first one the run breaks: R-CONC-1 when the history
+        is not linearizable, else the one an invariant failure names, else (an exception no operation may
+        raise, or a stopped run) R-CONC-1."""
+        if self.ok:
+            return Ok(checked=_CHECKED)
+        requirement = "R-CONC-1"
+        if not isinstance(self.verdict, Violation):
+            named = [f.split(":", 1)[0] for f in self.invariant_failures if f.startswith("R-")]
+            requirement = named[0] if named else requirement
+        return Violation(requirement=requirement, counterexample=self.describe(), witness=self)
 
     @property
     def preemptions(self) -> int:
@@ -158,7 +177,10 @@ class Run:
         lines += [f"invariant: {failure}" for failure in self.invariant_failures]
         if self.stopped is not None:
             lines.append(f"stopped: {self.stopped}")
-        lines.append(f"verdict: {self.verdict!r}")
+        verdict = self.verdict
+        lines.append(
+            f"verdict: {verdict.counterexample if isinstance(verdict, Violation) else repr(verdict)}"
+        )
         return "\n".join(lines)
 
 
@@ -331,8 +353,9 @@ class _Node:
 
 
 @dataclass(frozen=True, slots=True)
-class Exploration:
-    """The outcome of ``explore``: runs made, whether the bounded space was exhausted, failing runs."""
+class ScheduleExploration:
+    """The outcome of ``explore`` over a scenario's schedules: runs made, whether the bounded space was
+    exhausted, failing runs."""
 
     scenario: str
     preemption_bound: int
@@ -340,6 +363,14 @@ class Exploration:
     exhausted: bool
     failures: tuple[Run, ...]
     max_decisions: int
+
+    @property
+    def result(self) -> Verdict:
+        """The shared verdict: the first failing run's ``result``, else ``Ok`` with the schedules run (an
+        ``Ok`` of the schedules within the bound only: ``exhausted`` says whether that was all of them)."""
+        if self.failures:
+            return self.failures[0].result
+        return Ok(checked=_CHECKED, detail=f"{self.scenario}: {self.runs} schedules")
 
 
 def _replay_failure(stack: Sequence[_Node], run: Run) -> str | None:
@@ -366,7 +397,7 @@ def explore(
     stop_at_first: bool = True,
     base_dir: str | Path | None = None,
     timeout: float = 30.0,
-) -> Exploration:
+) -> ScheduleExploration:
     """Run every schedule of ``scenario`` with at most ``preemption_bound`` preemptions.
 
     Args:
@@ -400,12 +431,14 @@ def explore(
         replay = _replay_failure(stack, run)
         if replay is not None:
             failures.append(dataclasses.replace(run, stopped=replay))
-            return Exploration(scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions)
+            return ScheduleExploration(
+                scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
+            )
         stack.extend(_Node(d, d.chosen, {d.chosen}) for d in run.decisions[len(stack) :])
         if not run.ok:
             failures.append(run)
             if stop_at_first:
-                return Exploration(
+                return ScheduleExploration(
                     scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
                 )
         while stack:
@@ -422,9 +455,13 @@ def explore(
                 break
             stack.pop()
         if not stack:
-            return Exploration(scenario.name, preemption_bound, runs, True, tuple(failures), max_decisions)
+            return ScheduleExploration(
+                scenario.name, preemption_bound, runs, True, tuple(failures), max_decisions
+            )
         if runs >= max_runs:
-            return Exploration(scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions)
+            return ScheduleExploration(
+                scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
+            )
 
 
 def find_counterexample(

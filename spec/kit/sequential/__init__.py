@@ -22,7 +22,7 @@ from capture_ledger.spec.kit.sequential._strategies import (
     json_values,
     rollout_ids,
 )
-from capture_ledger.spec.kit.sequential._verdict import Broken
+from capture_ledger.spec.kit.sequential._verdict import Broken, LedgerVerdict
 
 __all__ = [
     "INVALID_ROLLOUT_IDS",
@@ -30,6 +30,7 @@ __all__ = [
     "Broken",
     "KitError",
     "LedgerFactory",
+    "LedgerVerdict",
     "call_requirement",
     "change_requirement",
     "check_ledger",

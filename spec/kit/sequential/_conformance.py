@@ -3,8 +3,9 @@ R-KIT-1..8; docs/kit.md).
 
 ``check_ledger(open_ledger, *, handles=1, settings=None, operations=None)`` runs the state machine of
 ``machine`` against the ledgers a factory opens, and raises ``AssertionError`` naming the broken
-requirement with a shrunk, runnable counterexample; ``judge_ledger`` returns the same ``Verdict`` without
-raising (``capture-ledger verify`` uses it); ``conformance_test_case`` wraps ``check_ledger`` for unittest.
+requirement with a shrunk, runnable counterexample; ``judge_ledger`` returns the same ``LedgerVerdict``
+without raising (``capture-ledger verify`` uses it); ``conformance_test_case`` wraps ``check_ledger`` for
+unittest.
 
 Before running, one handle is opened in a scratch workspace and compared with the protocol
 (``operations.check_protocol``); by default the kit checks the methods it has, so a ledger without
@@ -33,7 +34,7 @@ from capture_ledger.spec.kit._calls import call_budget as resolve_call_budget
 from capture_ledger.spec.kit._operations import ProtocolCheck, check_protocol, select_operations
 from capture_ledger.spec.kit._requirements import SCOPE, UNTOLERABLE, NonConformance, checked
 from capture_ledger.spec.kit.sequential._machine import Counts, LedgerFactory, conformance_machine
-from capture_ledger.spec.kit.sequential._verdict import Broken, Verdict, count_steps, quoted
+from capture_ledger.spec.kit.sequential._verdict import Broken, LedgerVerdict, count_steps, quoted
 from hypothesis import reporting
 from hypothesis import settings as Settings  # noqa: N812
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
@@ -42,8 +43,8 @@ __all__ = [
     "KitError",
     "LedgerFactory",
     "LedgerNonConformance",
+    "LedgerVerdict",
     "NonConformance",
-    "Verdict",
     "check_ledger",
     "conformance_machine",
     "conformance_test_case",
@@ -61,7 +62,7 @@ class KitError(RuntimeError):
 class LedgerNonConformance(AssertionError):  # noqa: N818 -- a verdict, not an error
     """``check_ledger``'s verdict that the ledger does not conform; ``verdict`` holds every detail."""
 
-    def __init__(self, verdict: Verdict) -> None:
+    def __init__(self, verdict: LedgerVerdict) -> None:
         super().__init__(verdict.report())
         self.verdict = verdict
 
@@ -179,7 +180,7 @@ def judge_ledger(
     every: bool = False,
     target: str | None = None,
     on_protocol: Callable[[ProtocolCheck], object] | None = None,
-) -> Verdict:
+) -> LedgerVerdict:
     """Run the conformance machine against the ledgers ``open_ledger`` opens and return the verdict.
 
     Args:
@@ -194,7 +195,7 @@ def judge_ledger(
         on_protocol: called with the protocol check of one handle before the run starts.
 
     Returns:
-        The ``Verdict``: conforms, or every broken requirement found, each with its counterexample.
+        The ``LedgerVerdict``: conforms, or every broken requirement found, each with its counterexample.
 
     Raises:
         KitError: the kit itself failed (an error of the kit or of Hypothesis), so there is no verdict.
@@ -232,7 +233,7 @@ def judge_ledger(
             broken=broken,
         )
     yes, no = checked(chosen, handles)
-    return Verdict(
+    return LedgerVerdict(
         name,
         handles,
         chosen,
@@ -314,7 +315,7 @@ def check_ledger(
     every: bool = False,
     target: str | None = None,
     on_protocol: Callable[[ProtocolCheck], object] | None = None,
-) -> Verdict:
+) -> LedgerVerdict:
     """Run the conformance machine against the ledgers ``open_ledger`` opens; raise when they do not conform.
 
     Args:
@@ -330,7 +331,7 @@ def check_ledger(
         on_protocol: called with the protocol check of one handle before the run starts.
 
     Returns:
-        The ``Verdict`` of a ledger that conforms: the requirements checked and those not checked.
+        The ``LedgerVerdict`` of a ledger that conforms: the requirements checked and those not checked.
 
     Raises:
         LedgerNonConformance: an ``AssertionError``: the ledger does not conform, whatever it did wrong

@@ -1,11 +1,12 @@
 """The conformance kit's verdict on one ledger: which requirements were checked, which are broken, each
 with its counterexample (SPEC.md §Conformance, R-KIT-6).
 
-A ``Verdict`` is plain data: ``to_json()`` is the object ``capture-ledger verify --json`` prints, and
-``report()`` the text of the ``AssertionError`` that ``check_ledger`` raises. Each ``Broken`` names its
-requirement, says what the ledger did, quotes the requirement's text from SPEC.md, and carries a
-counterexample that is a program: pasted into a Python session (with the factory importable), it fails
-again with the same requirement.
+A ``LedgerVerdict`` is plain data: ``to_json()`` is the object ``capture-ledger verify --json`` prints,
+``report()`` the text of the ``AssertionError`` that ``check_ledger`` raises, and ``result`` the shared
+verdict of every checker (``spec.core.verdicts``), from which ``verify`` takes its exit status. Each
+``Broken`` names its requirement, says what the ledger did, quotes the requirement's text from SPEC.md,
+and carries a counterexample that is a program: pasted into a Python session (with the factory
+importable), it fails again with the same requirement.
 
 Not guaranteed: the wording of messages (``requirement`` and the JSON keys are stable).
 """
@@ -15,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from capture_ledger.spec.core.verdicts import Ok, Verdict, Violation
 from capture_ledger.spec.kit._operations import ProtocolCheck
 from capture_ledger.spec.kit._requirements import sentence
 
-__all__ = ["Broken", "Verdict", "count_steps", "quoted"]
+__all__ = ["Broken", "LedgerVerdict", "count_steps", "quoted"]
 
 
 def quoted(requirement: str) -> str:
@@ -59,8 +61,8 @@ class Broken:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
-    """The kit's verdict on the ledgers one factory opens.
+class LedgerVerdict:
+    """The kit's report on the ledgers one factory opens (``result``: the same as a shared verdict).
 
     Attributes:
         target: the factory, named as the caller wrote it.
@@ -90,6 +92,18 @@ class Verdict:
     def conforms(self) -> bool:
         """Whether no requirement was found broken."""
         return not self.broken
+
+    @property
+    def result(self) -> Verdict:
+        """The shared verdict: a ``Violation`` of the first broken requirement, its counterexample the
+        runnable program (``witness``: the ``Broken``); else ``Ok`` with the requirements checked."""
+        if self.broken:
+            first = self.broken[0]
+            return Violation(
+                requirement=first.requirement, counterexample=first.counterexample, witness=first
+            )
+        detail = f"{self.target}: {self.examples} examples, {self.steps} steps"
+        return Ok(checked=self.checked, detail=detail)
 
     def to_json(self) -> dict[str, Any]:
         """The ``verify --json`` object."""

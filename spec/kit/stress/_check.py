@@ -5,8 +5,8 @@ Each round opens ``handles`` handles on a fresh workspace, runs a mix drawn by `
 ``threads`` clients (threads, or asyncio tasks for a coroutine ledger, ``running.run_round``) and judges the
 recorded history (``judge.judge_calls``). Rounds go on until one is a violation or ``rounds`` have run; the
 verdict is ``unknown`` when no round was a violation and some round's search budget ran out. The
-``StressReport`` says the verdict, the calls made, the witness as a text timeline, and where time went
-(recording the history, judging it).
+``StressReport`` says the verdict (the shared ``Ok``, ``Violation`` or ``Unknown`` of ``spec.core.verdicts``),
+the calls made, the witness as a text timeline, and where time went (recording the history, judging it).
 
 What the seed reproduces: the operation mix of every round (``seed=None`` draws one, reported in the
 report so that the same mix can be run again). Never the interleaving: the OS and the event loop choose
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.spec.core.protocol import OPERATIONS
+from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 from capture_ledger.spec.kit._calls import call_budget as resolve_call_budget
 from capture_ledger.spec.kit._operations import select_operations
-from capture_ledger.spec.kit.stress._judge import DEFAULT_CHECK_BUDGET, Judgement, Verdict, judge_calls
+from capture_ledger.spec.kit.stress._judge import DEFAULT_CHECK_BUDGET, judge_calls
 from capture_ledger.spec.kit.stress._mix import MixSettings, draw_round
 from capture_ledger.spec.kit.stress._running import Call, run_round
 
@@ -45,12 +46,12 @@ class StressReport:
     """What a stress run found.
 
     Attributes:
-        verdict: ``ok`` (every round linearizable), ``violation`` or ``unknown`` (a round's search budget
-            ran out, or the handles could not be opened).
+        verdict: ``Ok`` (every round linearizable), a ``Violation`` (the round's, its ``witness`` a
+            ``StressWitness``) or ``Unknown`` (a round's search budget ran out: ``spent``; or the handles
+            could not be opened: ``reason``). ``verdict.kind`` is ``--json``'s ``verdict``.
         calls: calls made over every round run.
         rounds: rounds run (the last one is the one judged not ``ok``, if any).
         seed: the seed of the mixes (drawn when none was given).
-        judgement: the last round's judgement (the violation, when there is one).
         history: the calls of the last round run.
         recording_seconds: wall time spent running and recording calls.
         checking_seconds: wall time spent judging histories.
@@ -63,7 +64,6 @@ class StressReport:
     calls: int
     rounds: int
     seed: int
-    judgement: Judgement
     history: tuple[Call, ...] = ()
     recording_seconds: float = 0.0
     checking_seconds: float = 0.0
@@ -72,18 +72,18 @@ class StressReport:
 
     @property
     def witness(self) -> str | None:
-        """The violation's witness as a text timeline, or ``None``."""
-        return self.judgement.text if self.verdict == "violation" else None
+        """The violation's witness as a text timeline (its ``counterexample``), or ``None``."""
+        return self.verdict.counterexample if isinstance(self.verdict, Violation) else None
 
     def __str__(self) -> str:
-        if self.verdict == "violation":
+        verdict = self.verdict
+        if isinstance(verdict, Violation):
             where = f"{self.calls} calls in {self.rounds} rounds (seed {self.seed})"
             return f"violation after {where}:\n{self.witness}"
         if self.setup is not None:
             return f"unknown: {self.setup}"
-        if self.verdict == "unknown":
-            spent = self.judgement.spent
-            return f"unknown after {self.calls} calls: the checker's budget ran out ({spent} steps)"
+        if isinstance(verdict, Unknown):
+            return f"unknown after {self.calls} calls: the checker's budget ran out ({verdict.spent})"
         return f"ok: {self.calls} calls in {self.rounds} rounds linearizable (seed {self.seed})"
 
 
@@ -185,7 +185,7 @@ def _rounds(
 ) -> StressReport:
     calls = 0
     recording = checking = 0.0
-    judgement = Judgement("ok")
+    verdict: Verdict = Ok()
     record: tuple[Call, ...] = ()
     for number in range(rounds):
         directory = base / f"round-{number}"
@@ -198,15 +198,13 @@ def _rounds(
         calls += len(outcome.calls)
         record = outcome.calls
         if outcome.setup is not None:
-            judgement = Judgement("unknown", explanation=outcome.setup)
-            return StressReport(
-                "unknown", calls, number + 1, seed, judgement, record, recording, checking, outcome.setup
-            )
+            unknown = Unknown(reason=outcome.setup)
+            return StressReport(unknown, calls, number + 1, seed, record, recording, checking, outcome.setup)
         started = time.perf_counter()
         judged = judge_calls(outcome.calls, budget=check_budget)
         checking += time.perf_counter() - started
-        if judged.verdict == "violation":
-            return StressReport("violation", calls, number + 1, seed, judged, record, recording, checking)
-        if judged.verdict == "unknown" or judgement.verdict == "ok":
-            judgement = judged  # an undecided round does not end the run: a later one may decide
-    return StressReport(judgement.verdict, calls, rounds, seed, judgement, record, recording, checking)
+        if isinstance(judged, Violation):
+            return StressReport(judged, calls, number + 1, seed, record, recording, checking)
+        if isinstance(judged, Unknown) or isinstance(verdict, Ok):
+            verdict = judged  # an undecided round does not end the run: a later one may decide
+    return StressReport(verdict, calls, rounds, seed, record, recording, checking)

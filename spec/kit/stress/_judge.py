@@ -1,6 +1,9 @@
 """Judging a stress round's calls (SPEC.md R-CONC-1, R-KIT-7, R-KIT-8, R-KIT-9, R-KIT-12).
 
-``judge_calls`` turns the calls of one round (``running.Call``) into a ``Judgement``, in this order:
+``judge_calls`` turns the calls of one round (``running.Call``) into the shared verdict
+(``spec.core.verdicts``): ``Ok``, ``Unknown(spent=...)``, or a ``Violation`` whose ``counterexample`` is
+the witness as a text timeline (``witness.timeline``) and whose ``witness`` is a ``StressWitness`` (the
+rollout ID, the explanation, the witness's calls). In this order:
 
 1. a call that did not return within the budget is a violation of R-KIT-8 (the ledger hangs under
    contention: a deadlock, or a lock never let go); the witness is that call and the calls that overlap it;
@@ -8,8 +11,9 @@
    locked``, say), or returned a value that fits no operation, is a violation of R-CONC-1 and R-KIT-7: the
    spec allows no such outcome in any interleaving; the witness is that call and the calls that overlap it
    (the contention that provoked it);
-3. otherwise the history goes to the linearizability checker's search, per rollout ID (``shrink.decide``):
-   ``ok``, ``unknown`` when its budget of search steps runs out, or a violation whose witness is built by
+3. otherwise the history goes to the linearizability checker's ``decide`` (its verdict without a
+   witness): ``ok``, ``unknown`` when its budget of search steps runs out, or a violation whose witness is
+   built by
    ``shrink.explaining_witness``: the fewest calls that show why the culprit's result is impossible *at the
    time it happened* (the write behind a read's rows, the retire before it); a result wrong in any state
    (R-KIT-9) has the checker's own one-call witness.
@@ -22,45 +26,45 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import (
+    LinearizabilityWitness,
+    Ok,
+    Unknown,
+    Verdict,
+    Violation,
+    check_history,
+    decide,
+)
 from capture_ledger.spec.kit.stress._running import Call, in_invocation_order
-from capture_ledger.spec.kit.stress._shrink import calls_on, decide, explaining_witness, project
+from capture_ledger.spec.kit.stress._shrink import calls_on, explaining_witness, project
 from capture_ledger.spec.kit.stress._witness import op_text, outcome_text, timeline
 
-__all__ = ["DEFAULT_CHECK_BUDGET", "Judgement", "Verdict", "judge_calls", "overlapping"]
+__all__ = ["CHECKED", "DEFAULT_CHECK_BUDGET", "StressWitness", "judge_calls", "overlapping"]
 
 #: Search steps the linearizability checker may spend on one round.
 DEFAULT_CHECK_BUDGET = 2_000_000
-
-Verdict = Literal["ok", "violation", "unknown"]
+#: What a round that is ``Ok`` was checked for.
+CHECKED = ("R-CONC-1", "R-KIT-7", "R-KIT-8")
 
 #: Search steps for the checker's explanation of a witness that does not explain itself.
 _EXPLAIN_STEPS = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """The verdict on one round.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StressWitness:
+    """What a stress ``Violation`` shows, for tools (``Violation.witness``; its ``counterexample`` is
+    these calls as a text timeline).
 
     Attributes:
-        verdict: ``ok``, ``violation`` or ``unknown``.
-        requirement: the requirement a violation breaks (``R-CONC-1``, ``R-KIT-8``), else ``""``.
         rollout_id: the rollout ID of a linearizability violation, when it has one.
         explanation: why (the checker's explanation, or the unexpected outcome).
-        witness: the witness's calls, in order of invocation (empty unless a violation).
-        text: the witness as a text timeline (``witness.timeline``), else ``""``.
-        spent: search steps spent when ``unknown``.
+        calls: the witness's calls, in order of invocation.
     """
 
-    verdict: Verdict
-    requirement: str = ""
-    rollout_id: str | None = None
-    explanation: str = ""
-    witness: tuple[Call, ...] = ()
-    text: str = ""
-    spent: int = 0
+    rollout_id: str | None
+    explanation: str
+    calls: tuple[Call, ...]
 
 
 def _end(call: Call) -> float:
@@ -75,9 +79,13 @@ def overlapping(calls: Sequence[Call], focus: Call) -> tuple[Call, ...]:
     return tuple(in_invocation_order(chosen))
 
 
-def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Judgement:
+def _violation(requirement: str, explanation: str, witness: tuple[Call, ...], rid: str | None) -> Violation:
     heading = f"{requirement} violated" + (f" on rollout {rid!r}" if rid else "") + f": {explanation}"
-    return Judgement("violation", requirement, rid, explanation, witness, timeline(witness, heading))
+    return Violation(
+        requirement=requirement,
+        counterexample=timeline(witness, heading),
+        witness=StressWitness(rollout_id=rid, explanation=explanation, calls=witness),
+    )
 
 
 def _expected(calls: Sequence[Call], rollout_id: str, culprit: Call) -> str:
@@ -85,12 +93,15 @@ def _expected(calls: Sequence[Call], rollout_id: str, culprit: Call) -> str:
     mine = calls_on(calls, rollout_id)
     prefix = mine[: mine.index(culprit) + 1] if culprit in mine else mine
     found = check_history([project(c.event, rollout_id) for c in prefix], budget=_EXPLAIN_STEPS)
-    if not isinstance(found, Violation) or "after which " not in found.explanation:
+    if not isinstance(found, Violation):
         return ""
-    return "; the checker: " + found.explanation.split("after which ", 1)[1].split("; ")[0]
+    explanation: str = found.witness.explanation
+    if "after which " not in explanation:
+        return ""
+    return "; the checker: " + explanation.split("after which ", 1)[1].split("; ", maxsplit=1)[0]
 
 
-def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUDGET) -> Judgement:
+def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUDGET) -> Verdict:
     """Judge one round's calls (see the module docstring).
 
     Args:
@@ -98,7 +109,8 @@ def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUD
         budget: search steps for the linearizability checker (``None``: no bound).
 
     Returns:
-        The ``Judgement``; never raises for what the ledger did.
+        ``Ok(checked=CHECKED)``; ``Unknown(spent="N steps")``, ``N`` the budget; or a ``Violation`` with a
+        ``StressWitness``. Never raises for what the ledger did.
     """
     hung = [c for c in calls if c.hung]
     if hung:
@@ -111,15 +123,16 @@ def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUD
         why = f"{op_text(focus.event.op)} raised {focus.raised}, which no operation may (R-KIT-7)"
         return _violation("R-CONC-1", why, overlapping(calls, focus), None)
     events = [c.event for c in calls]
-    verdict, rollout_id, spent = decide(events, budget)
-    if verdict == "ok":
-        return Judgement("ok")
-    if verdict == "unknown":
-        return Judgement("unknown", spent=spent)
+    decided = decide(events, budget=budget)
+    if isinstance(decided, Ok):
+        return Ok(checked=CHECKED)
+    if isinstance(decided, Unknown):
+        # The search stops exactly when it has spent its budget: what it spent is ``budget``.
+        return Unknown(spent=f"{budget} steps")
+    found: LinearizabilityWitness = decided.witness
+    rollout_id = found.rollout_id
     if rollout_id is None:  # one call's result is wrong in any state (R-KIT-9): the checker says which
-        found = check_history(events, budget=budget)
-        assert isinstance(found, Violation)
-        chosen = {id(e) for e in found.witness}
+        chosen = {id(e) for e in found.events}
         return _violation(
             "R-CONC-1", found.explanation, tuple(c for c in calls if id(c.event) in chosen), None
         )

@@ -32,9 +32,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
+from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 from capture_ledger.spec.kit._targets import TargetError
 from capture_ledger.spec.kit.stress._check import StressReport
-from capture_ledger.spec.kit.stress._judge import Judgement, judge_calls
+from capture_ledger.spec.kit.stress._judge import StressWitness, judge_calls
 from capture_ledger.spec.kit.stress._mix import MixSettings, rollout_ids
 from capture_ledger.spec.kit.stress._running import Call
 from capture_ledger.spec.kit.stress._workers import call_from_json, read_journal
@@ -156,7 +157,7 @@ def run_processes(
     workers = [_Worker(target, pairs, base) for _ in range(processes)]
     calls_made = 0
     recording = checking = 0.0
-    judgement = Judgement("ok")
+    verdict: Verdict = Ok()
     history: tuple[Call, ...] = ()
     interrupted = 0
     rng = random.Random(f"capture-ledger-stress-kill:{seed}")
@@ -192,9 +193,9 @@ def run_processes(
                 why = worker.close()
                 if p != victim:  # only the victim may die
                     problem = f"worker process {p} died during round {number}: {why}"
-                    judgement = Judgement("unknown", explanation=problem)
+                    unknown = Unknown(reason=problem)
                     return StressReport(
-                        "unknown", calls_made, number + 1, seed, judgement, (), recording, checking, problem
+                        unknown, calls_made, number + 1, seed, (), recording, checking, problem
                     )
                 workers[p] = _Worker(target, pairs, base)  # a fresh one for the next round
             calls = [call for journal in journals for call in read_journal(journal)]
@@ -234,29 +235,27 @@ def run_processes(
             started = time.perf_counter()
             judged = judge_calls(calls, budget=check_budget)
             checking += time.perf_counter() - started
-            if kill and judged.verdict == "violation" and judged.requirement == "R-CONC-1":
+            if kill and isinstance(judged, Violation) and judged.requirement == "R-CONC-1":
                 judged = _as_crash(judged, processes * threads)
-            if judged.verdict == "violation":
+            if isinstance(judged, Violation):
                 return StressReport(
-                    "violation",
+                    judged,
                     calls_made,
                     number + 1,
                     seed,
-                    judged,
                     history,
                     recording,
                     checking,
                     interrupted=interrupted,
                 )
-            if judged.verdict == "unknown" or judgement.verdict == "ok":
-                judgement = judged  # an undecided round does not end the run
+            if isinstance(judged, Unknown) or isinstance(verdict, Ok):
+                verdict = judged  # an undecided round does not end the run
             shutil.rmtree(workspace, ignore_errors=True)
         return StressReport(
-            judgement.verdict,
+            verdict,
             calls_made,
             rounds,
             seed,
-            judgement,
             history,
             recording,
             checking,
@@ -287,18 +286,12 @@ def _meet(workers: Sequence[_Worker]) -> list[_Worker]:
     return died
 
 
-def _as_crash(judgement: Judgement, reader: int) -> Judgement:
+def _as_crash(violation: Violation, reader: int) -> Violation:
     """A violation whose witness includes the read-back after the kill names R-CRASH-1..4."""
-    if not any(c.event.client == reader for c in judgement.witness):
-        return judgement
-    text = judgement.text.replace(
+    witness: StressWitness = violation.witness
+    if not any(c.event.client == reader for c in witness.calls):
+        return violation
+    text = violation.counterexample.replace(
         "R-CONC-1 violated", f"R-CRASH-1..4 violated after a SIGKILL (read back by c{reader})", 1
     )
-    return Judgement(
-        judgement.verdict,
-        "R-CRASH-1..4",
-        judgement.rollout_id,
-        judgement.explanation,
-        judgement.witness,
-        text,
-    )
+    return Violation(requirement="R-CRASH-1..4", counterexample=text, witness=witness)

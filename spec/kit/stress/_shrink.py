@@ -1,11 +1,9 @@
-"""Deciding a stress history per rollout ID, and witnesses that explain (SPEC.md R-CONC-1, R-KIT-9,
-R-KIT-12).
+"""Witnesses that explain a stress violation (SPEC.md R-CONC-1, R-KIT-9, R-KIT-12).
 
-``decide(events, steps)`` runs the linearizability checker's search on each rollout ID's partition
-(``linearizability.partition``, its per-ID search) without building the checker's witness, and says
-which ID, if any, is not linearizable. Building the checker's witness (``check_history``) costs a search
-per candidate on the whole partition, tens of seconds on a partition of a highly concurrent round, so a
-stress run builds its own, from a prefix:
+Every decision here is the linearizability checker's public ``decide`` (its verdict without a witness),
+on small sub-histories of the calls on one rollout ID. Building the checker's own witness
+(``check_history``) costs a search per candidate on the whole partition, tens of seconds on a partition
+of a highly concurrent round, so a stress run builds its own, from a prefix:
 
 The checker's witness is minimal: no call of it can go while it stays non-linearizable. But a read that
 sees rows where no write was recorded is non-linearizable on its own, so its minimal witness is that one
@@ -36,46 +34,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from capture_ledger.spec.concurrency.history import Event
-from capture_ledger.spec.concurrency.linearizability import _Budget, _search, partition
+from capture_ledger.spec.concurrency.linearizability import Ok, Unknown, Violation, decide
 from capture_ledger.spec.core.model import Delete, Removal, Retire, rollout_ids_of
 from capture_ledger.spec.core.model import Ok as ModelOk
 from capture_ledger.spec.kit.stress._running import Call, in_invocation_order
 
-__all__ = ["MAX_CHECKS", "STEPS", "calls_on", "decide", "explaining_witness", "project", "touches"]
+__all__ = ["MAX_CHECKS", "STEPS", "calls_on", "explaining_witness", "project", "touches"]
 
 #: Search steps for each check while shrinking.
 STEPS = 100_000
 #: Searches at most while shrinking one witness.
 MAX_CHECKS = 400
-
-
-def decide(events: Sequence[Event], steps: int | None) -> tuple[str, str | None, int]:
-    """Whether ``events`` is linearizable, per rollout ID, without building a witness.
-
-    Args:
-        events: the history.
-        steps: search steps over every partition (``None``: no bound).
-
-    Returns:
-        ``("ok", None, spent)``, ``("violation", rollout_id, spent)`` (``rollout_id`` ``None`` when one
-        call's result is wrong in any state, R-KIT-9) or ``("unknown", None, spent)``.
-
-    Raises:
-        ValueError: a malformed history (``partition``); a stress recording never makes one.
-    """
-    parts, invalid = partition(events)
-    if invalid is not None:
-        return "violation", None, 0
-    budget = _Budget(steps)
-    unknown = False
-    for rollout_id, ops in parts.items():
-        outcome = _search(ops, budget)
-        if outcome.linearizable is None:
-            unknown = True
-            break
-        if not outcome.linearizable:
-            return "violation", rollout_id, budget.spent
-    return ("unknown" if unknown else "ok"), None, budget.spent
 
 
 def project(event: Event, rollout_id: str) -> Event:
@@ -111,8 +80,8 @@ class _Checks:
         if self.left <= 0:
             return None
         self.left -= 1
-        verdict, _, _ = decide(events, STEPS)
-        return None if verdict == "unknown" else verdict == "ok"
+        verdict = decide(events, budget=STEPS)
+        return None if isinstance(verdict, Unknown) else isinstance(verdict, Ok)
 
     def fails(self, events: Sequence[Event]) -> bool:
         return bool(events) and self.linearizable(events) is False
@@ -181,6 +150,7 @@ def explaining_witness(calls: Sequence[Call], rollout_id: str) -> tuple[tuple[Ca
         rest = _cut(rest, culprit, lambda candidate: checks.explains(events_of(candidate)))
     else:
         rest = _cut(rest, culprit, lambda candidate: checks.fails(events_of(candidate)))
-    if decide(events_of([*rest, culprit]), None if len(rest) < 12 else 10 * STEPS)[0] != "violation":
+    final = decide(events_of([*rest, culprit]), budget=None if len(rest) < 12 else 10 * STEPS)
+    if not isinstance(final, Violation):
         return tuple(mine), len(mine), False  # undecided within the bound: the whole partition, which fails
     return (*rest, culprit), len(chosen), explained

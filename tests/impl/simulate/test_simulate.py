@@ -30,6 +30,9 @@ from typing import Any
 import pytest
 from capture_ledger.impl.simulate import Scenario, measure
 
+#: The slow tier (``pytest -m slow``, run by .ci/run): the simulation runs real servers (about 25 s).
+pytestmark = pytest.mark.slow
+
 PINNED = {
     "rollouts",
     "calls",
@@ -151,8 +154,6 @@ BROKEN_STORE = '''
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.study.variants import StoreVariant
 
-#: The slow tier (``pytest -m slow``, run by .ci/run): the simulation runs real servers (about 25 s).
-pytestmark = pytest.mark.slow
 
 
 def open_store(directory):

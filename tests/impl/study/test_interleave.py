@@ -43,7 +43,7 @@ from capture_ledger.impl.study.interleave import (
 )
 from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, load_manifest
-from capture_ledger.spec.concurrency.linearizability import Violation
+from capture_ledger.spec.concurrency.linearizability import Ok, Violation
 from capture_ledger.spec.core.model import Delete, ManifestValue, ReadManifest, Removal, Retire
 from capture_ledger.spec.core.model import Ok as ModelOk
 from capture_ledger.spec.kit import profile_settings
@@ -182,6 +182,7 @@ def test_production_store_passes_every_bounded_schedule(name: str, base_dir: Pat
     assert found.exhausted
     assert not found.failures, found.failures[0].describe()
     assert found.runs >= 10
+    assert isinstance(found.result, Ok) and "R-CONC-1" in found.result.checked
 
 
 @pytest.mark.slow
@@ -277,6 +278,9 @@ def test_unfenced_late_write_breaks_r_conc_2_directly(base_dir: Path) -> None:
     )
     assert any(failure.startswith("R-CONC-2") for failure in run.invariant_failures), run.describe()
     assert isinstance(run.verdict, Violation)
+    # The run as a shared verdict: not linearizable comes first (R-CONC-1), its counterexample the run.
+    assert run.result == Violation(requirement="R-CONC-1", counterexample=run.describe(), witness=run)
+    assert f"verdict: {run.verdict.counterexample}" in run.describe()
 
 
 def test_hypothesis_shrinks_a_missing_recheck_to_a_short_schedule(base_dir: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.spec.concurrency import successor
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, explore, history_of, replay
-from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
 from capture_ledger.spec.concurrency.steps import Guards, initial_state
 from capture_ledger.spec.core import model
 
@@ -26,6 +26,13 @@ def test_a_counterexample_prints_as_numbered_steps() -> None:
     assert text[0] == "R-CONC-2 retired stays retired violated after 19 steps:"
     assert text[1] == "  1. client 0 (record a m1) lock stripe of a"
     assert text[19] == "  19. client 2 (record a m2) create ledger of a with m2"
+    # As the shared verdict: a violation of the property's requirement, its counterexample the trace.
+    assert run.result == Violation(
+        requirement="R-CONC-2", counterexample=str(run.counterexample), witness=run.counterexample
+    )
+    passed = explore(CONFIGURATIONS["retire-vs-late-write"])
+    assert passed.ok and isinstance(passed.result, Ok)
+    assert passed.result.checked == ("R-CONC-1", "R-CONC-2", "R-CONC-3", "R-STORE-9")
 
 
 @pytest.mark.parametrize("guard", ["recheck_fence", "cache_coherence"])

@@ -117,5 +117,5 @@ def test_processes_catch_a_store_without_the_write_fence_lookup(tmp_path: Path) 
     # late row alone (the retire removed the early one, the late write re-created the ledger).
     verdict = check_history([e for e in events if _touches(e, LATE)])
     print(f"fence_lookup_on_write=False, fixed phases: {verdict!r}")
-    assert isinstance(verdict, Violation) and verdict.rollout_id == LATE
-    assert any(isinstance(e.op, ReadManifest) and "late" in repr(e.result) for e in verdict.witness)
+    assert isinstance(verdict, Violation) and verdict.witness.rollout_id == LATE
+    assert any(isinstance(e.op, ReadManifest) and "late" in repr(e.result) for e in verdict.witness.events)

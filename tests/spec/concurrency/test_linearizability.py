@@ -19,6 +19,7 @@ from capture_ledger.spec.concurrency.linearizability import (
     Unknown,
     Violation,
     check_history,
+    decide,
     partition,
 )
 from capture_ledger.spec.core import model
@@ -188,10 +189,10 @@ def test_a_wrong_result_in_a_sequential_history_is_caught_with_a_minimal_witness
     assert isinstance(verdict, Violation), verdict
     # The witness is a sub-history, non-linearizable, with a culprit whose removal makes it linearizable;
     # every other event is needed (without it, linearizable) or needed for the rest to be consistent.
-    assert all(event in events for event in verdict.witness)
-    witness = list(verdict.witness)
+    assert all(event in events for event in verdict.witness.events)
+    witness = list(verdict.witness.events)
     assert isinstance(check_history(witness), Violation)
-    if verdict.rollout_id is None:
+    if verdict.witness.rollout_id is None:
         return
     culprits = [e for e in witness if check_history([x for x in witness if x is not e]) == Ok()]
     assert culprits, verdict
@@ -210,9 +211,10 @@ def test_a_stale_read_after_a_returned_retire_is_a_violation() -> None:
     ]
     verdict = check_history(events)
     assert isinstance(verdict, Violation)
-    assert verdict.rollout_id == "a"
-    assert events[2] in verdict.witness
-    assert "retire" in verdict.explanation.lower()
+    assert verdict.requirement == "R-CONC-1"
+    assert verdict.witness.rollout_id == "a"
+    assert events[2] in verdict.witness.events
+    assert "retire" in verdict.witness.explanation.lower()
     # Overlapping the retire, the same read is fine.
     assert check_history([*events[:2], dataclasses.replace(events[2], invoked=2.5)]) == Ok()
 
@@ -226,7 +228,7 @@ def test_a_late_write_that_recreates_a_retired_rollout_is_a_violation() -> None:
     ]
     verdict = check_history(events)
     assert isinstance(verdict, Violation)
-    assert events[3] in verdict.witness
+    assert events[3] in verdict.witness.events
 
 
 def test_batches_are_per_id_linearizable_not_atomic() -> None:
@@ -306,8 +308,8 @@ def test_validation_results_and_malformed_removals_are_judged_alone() -> None:
     bad_id = Event(0, Record("a/b", ROW), 0, 1, OK(None))
     verdict = check_history([bad_id])
     assert isinstance(verdict, Violation)
-    assert verdict.rollout_id is None
-    assert verdict.witness == (bad_id,)
+    assert verdict.witness.rollout_id is None
+    assert verdict.witness.events == (bad_id,)
     rejected = Event(0, Retire("ab"), 0, 1, model.Err(model.ErrorKind.TYPE_ERROR))
     assert check_history([rejected]) == Ok()
     split_wrong = Event(0, Retire(["a", "b"]), 0, 1, OK(Removal((), ("b",))))
@@ -352,8 +354,8 @@ def test_a_result_of_the_wrong_type_is_a_violation_of_its_own(
     event = Event(0, op, 0, 1, OK(value))
     verdict = check_history([event])
     assert isinstance(verdict, Violation)
-    assert verdict.rollout_id is None and verdict.witness == (event,)
-    assert said in verdict.explanation
+    assert verdict.witness.rollout_id is None and verdict.witness.events == (event,)
+    assert said in verdict.witness.explanation
 
 
 def test_the_budget_yields_unknown_with_the_budget_spent() -> None:
@@ -361,8 +363,39 @@ def test_the_budget_yields_unknown_with_the_budget_spent() -> None:
     events = [Event(n, Record("a", {"model_call_id": f"m{n}"}), 0, 100, OK(None)) for n in range(12)]
     events.append(Event(99, ReadManifest("a"), 101, 102, OK(model.ManifestValue(()))))
     for budget in (1, 50, 500):
-        assert check_history(events, budget=budget) == Unknown(budget)
+        assert check_history(events, budget=budget) == Unknown(spent=f"{budget} search steps")
+        assert decide(events, budget=budget) == Unknown(spent=f"{budget} search steps")
     assert isinstance(check_history(events[:4] + events[-1:]), Violation)
+
+
+def test_decide_is_the_verdict_without_the_shrunk_witness() -> None:
+    # ``decide`` says the same as ``check_history``; its violation carries the failing rollout's events
+    # whole (no explanation search, no shrinking), in the history's order.
+    events = [
+        Event(0, Record("a", ROW), 0, 1, OK(None)),
+        Event(0, Record("b", ROW), 0, 1, OK(None)),
+        Event(2, HasRows("b"), 1.5, 1.8, OK(True)),
+        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
+        Event(2, HasRows("a"), 2.5, 2.8, OK(True)),  # overlaps the retire: fine
+        Event(0, HasRows("a"), 4, 5, OK(True)),  # after it returned: must be an error
+    ]
+    decided, checked = decide(events), check_history(events)
+    assert isinstance(decided, Violation) and isinstance(checked, Violation)
+    assert decided.requirement == checked.requirement == "R-CONC-1"
+    assert decided.witness.rollout_id == checked.witness.rollout_id == "a"
+    assert decided.witness.events == (events[0], events[3], events[4], events[5])
+    assert checked.witness.events == (events[0], events[3], events[5])
+    assert "longest partial linearization" in checked.witness.explanation
+    assert "longest partial linearization" not in decided.witness.explanation
+    # The counterexample is the witness as text: the explanation, then one runnable event a line.
+    assert checked.counterexample.splitlines() == [
+        f"Violation(rollout_id='a', explanation={checked.witness.explanation!r}, witness=[",
+        *(f"    {event!r}," for event in checked.witness.events),
+        "])",
+    ]
+    assert decide(events[:5]) == check_history(events[:5]) == Ok()
+    bad = [Event(0, HasRows("a"), 0, 1, OK(0))]
+    assert decide(bad) == check_history(bad)
 
 
 def test_histories_survive_json_lines() -> None:

@@ -31,6 +31,7 @@ from capture_ledger.spec.core.model import (
     RecordFailure,
     Retire,
 )
+from capture_ledger.spec.core.verdicts import Ok, Violation, exit_code
 from capture_ledger.spec.kit import PROFILES, SCOPE, breaks, fail, sentence
 from capture_ledger.spec.kit.sequential import (
     call_requirement,
@@ -147,6 +148,12 @@ def test_every_broken_requirement_is_reported_once_with_a_counterexample_that_re
             namespace["state"].teardown()  # type: ignore[attr-defined]  # after the failing step
     # The second round tolerates the first requirement found; its program says so, so that it replays.
     assert "tolerate=(" in verdict.broken[1].counterexample
+    # As the shared verdict: a violation of the first broken requirement, with its program.
+    first = verdict.broken[0]
+    assert verdict.result == Violation(
+        requirement=first.requirement, counterexample=first.counterexample, witness=first
+    )
+    assert exit_code(verdict.result) == 1
 
 
 def test_a_bug_that_spoils_later_read_backs_is_reported_once_under_its_own_requirement() -> None:
@@ -158,6 +165,8 @@ def test_a_bug_that_spoils_later_read_backs_is_reported_once_under_its_own_requi
 def test_a_passing_ledger_has_one_round_and_the_json_object_is_pinned() -> None:
     verdict = judge_ledger(open_reference, settings=settings(SEARCH, max_examples=5), every=True)
     assert verdict.conforms and verdict.examples == 5
+    assert isinstance(verdict.result, Ok) and verdict.result.checked == verdict.checked
+    assert exit_code(verdict.result) == 0
     assert set(verdict.to_json()) == {
         "target",
         "conforms",

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from capture_ledger.impl.store.file_store import open_file_store
 from capture_ledger.spec import check_concurrency
-from capture_ledger.spec.concurrency.linearizability import Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
 from capture_ledger.spec.kit.stress import MixSettings, draw_round
 
 from examples.async_ledger import open_ledger as open_async
@@ -57,7 +57,7 @@ def test_the_seed_reproduces_the_mix_and_collides_on_few_ids() -> None:
 @pytest.mark.parametrize("factory", [open_sqlite, open_directory, open_async, open_file_store])
 def test_correct_ledgers_pass(factory: object, tmp_path: Path) -> None:
     report = check_concurrency(factory, seed=0, rounds=3, ops=80, workspace=tmp_path)  # type: ignore[arg-type]
-    assert report.verdict == "ok", str(report)
+    assert isinstance(report.verdict, Ok) and report.verdict.kind == "ok", str(report)
     assert report.calls >= 240
 
 
@@ -66,9 +66,11 @@ def test_correct_ledgers_pass(factory: object, tmp_path: Path) -> None:
 )
 def test_concurrency_bugs_are_caught_with_a_witness(name: str, tmp_path: Path) -> None:
     report = check_concurrency(bug(name).factory, seed=0, rounds=6, workspace=tmp_path)
-    assert report.verdict == "violation", str(report)
+    assert isinstance(report.verdict, Violation) and report.verdict.kind == "violation", str(report)
+    assert report.verdict.requirement == "R-CONC-1"
     assert report.witness is not None and "R-CONC-1" in report.witness
-    witness = report.judgement.witness
+    assert report.witness == report.verdict.counterexample
+    witness = report.verdict.witness.calls
     assert 1 <= len(witness) < report.calls
     if not any(call.raised for call in witness):  # the checker confirms the witness on its own
         assert isinstance(check_history([call.event for call in witness]), Violation)
@@ -91,8 +93,8 @@ def test_a_hung_call_is_a_verdict(tmp_path: Path) -> None:
             return self.inner.retire(rollout_ids)
 
     report = check_concurrency(Hangs, seed=0, rounds=1, ops=20, call_budget=0.5, workspace=tmp_path)
-    assert report.verdict == "violation"
-    assert report.judgement.requirement == "R-KIT-8"
+    assert isinstance(report.verdict, Violation)
+    assert report.verdict.requirement == "R-KIT-8"
 
 
 def test_cli_json_shape_and_exit_codes() -> None:
