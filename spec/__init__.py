@@ -44,12 +44,14 @@ from capture_ledger.spec.core.rows import (
 from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation, exit_code, worst
 
 if TYPE_CHECKING:
+    from capture_ledger.spec.kit.crash import check_crashes
     from capture_ledger.spec.kit.sequential import check_ledger, conformance_test_case
     from capture_ledger.spec.kit.stress import check_concurrency
 
 #: Names loaded on first use, and the module each comes from.
 _LAZY = {
     "check_concurrency": "capture_ledger.spec.kit",
+    "check_crashes": "capture_ledger.spec.kit",
     "check_ledger": "capture_ledger.spec.kit",
     "conformance_test_case": "capture_ledger.spec.kit",
 }
@@ -72,6 +74,7 @@ __all__ = [
     "Violation",
     "canonical_json",
     "check_concurrency",
+    "check_crashes",
     "check_ledger",
     "conformance_test_case",
     "exit_code",

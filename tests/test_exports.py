@@ -33,6 +33,7 @@ EXPECTED = {
         "RolloutRemoval",
         "RolloutRetiredError",
         "check_concurrency",
+        "check_crashes",
         "check_ledger",
         "conformance_test_case",
         "staging_key",

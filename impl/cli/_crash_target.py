@@ -2,11 +2,12 @@
 R-CRASH-1..4, R-KIT-13; docs/crash-target.md).
 
 ``run_target(args)`` checks the target loads (exit 2, naming it, when it does not) and that this machine can
-trace (exit 2 when strace is missing or ptrace is not permitted), runs ``impl.outside.study.study_targets``
+trace (exit 2 when strace is missing or ptrace is not permitted), runs ``spec.kit.crash.study_targets``
 on it with the ``--model``, ``--workload``, ``--budget``, ``--seed``, ``--option`` and ``--first`` given,
 and prints the matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned
 object (``spec.kit.crash.study_summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit
-code is ``spec.kit.crash.study_exit_code``'s.
+code is ``spec.kit.crash.study_exit_code``'s (``CrashStudy.exit_code``: ``exit_code`` of a ``Violation``
+under the strongest model, else 0).
 
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
@@ -22,7 +23,7 @@ from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit import load_target, parse_options
 from capture_ledger.spec.kit.crash import (
-    TargetCell,
+    CrashCell,
     matrix_table,
     study_exit_code,
     study_summary,
@@ -34,10 +35,10 @@ from capture_ledger.spec.kit.crash.strace import Target, TraceError, tracing_pro
 __all__ = ["run_target"]
 
 
-def _progress(cell: TargetCell) -> None:
+def _progress(cell: CrashCell) -> None:
     figures = ", ".join(f"{e.model} {e.images} images {e.verdict}" for e in cell.explorations)
     print(
-        f"  {cell.target} / {cell.workload}: {figures} (traced in {cell.record_seconds:.1f} s)",
+        f"  {cell.config} / {cell.workload}: {figures} (traced in {cell.record_seconds:.1f} s)",
         file=sys.stderr,
         flush=True,
     )

@@ -41,10 +41,11 @@ from types import FrameType
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
-from capture_ledger.impl.study.crash import CONFIGS, StudyCell, study, write_report
+from capture_ledger.impl.study.crash import CONFIGS, study, write_report
 from capture_ledger.impl.study.kernel import FILESYSTEMS, FULL_WORKLOADS, KERNEL_WORKLOADS
+from capture_ledger.spec.core.verdicts import EXIT_OK
 from capture_ledger.spec.crash.durability import MODELS
-from capture_ledger.spec.kit.crash import WORKLOADS, matrix_table
+from capture_ledger.spec.kit.crash import WORKLOADS, CrashCell, matrix_table
 
 __all__ = ["register", "run"]
 
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------- the models
-def _progress(cell: StudyCell) -> None:
+def _progress(cell: CrashCell) -> None:
     figures = ", ".join(f"{e.model} {e.images} images {e.verdict}" for e in cell.explorations)
     seconds = sum(e.seconds for e in cell.explorations)
     print(f"  {cell.config} / {cell.workload}: {figures} ({seconds:.1f} s)", file=sys.stderr, flush=True)
@@ -154,8 +155,8 @@ def _run_models(args: argparse.Namespace) -> int:
     if args.report is not None:
         print(f"report: {write_report(result, args.report)}")
     if "default" in result.configs and "journaled" in result.models:
-        return 0 if result.verdict("default", "journaled") != "violation" else 1
-    return 0
+        return result.exit_code("journaled", ("default",))
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------- the kernel

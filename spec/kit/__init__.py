@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         load_target,
         parse_options,
     )
+    from capture_ledger.spec.kit.crash import CrashVerdict, check_crashes
     from capture_ledger.spec.kit.sequential import (
         check_ledger,
         conformance_test_case,
@@ -62,6 +63,7 @@ _LAZY = {
     "CALL_BUDGET_ENV": "capture_ledger.spec.kit._calls",
     "CallHung": "capture_ledger.spec.kit._calls",
     "CallRunner": "capture_ledger.spec.kit._calls",
+    "CrashVerdict": "capture_ledger.spec.kit.crash",
     "DEFAULT_CALL_BUDGET": "capture_ledger.spec.kit._calls",
     "HistoryJournal": "capture_ledger.spec.kit._recorder",
     "HistoryRecorder": "capture_ledger.spec.kit._recorder",
@@ -77,6 +79,7 @@ _LAZY = {
     "breaks": "capture_ledger.spec.kit._requirements",
     "call_budget": "capture_ledger.spec.kit._calls",
     "check_concurrency": "capture_ledger.spec.kit.stress",
+    "check_crashes": "capture_ledger.spec.kit.crash",
     "check_ledger": "capture_ledger.spec.kit.sequential",
     "check_protocol": "capture_ledger.spec.kit._operations",
     "checked": "capture_ledger.spec.kit._requirements",
@@ -102,6 +105,7 @@ __all__ = [
     "SCOPE",
     "CallHung",
     "CallRunner",
+    "CrashVerdict",
     "HistoryJournal",
     "HistoryRecorder",
     "Opaque",
@@ -113,6 +117,7 @@ __all__ = [
     "breaks",
     "call_budget",
     "check_concurrency",
+    "check_crashes",
     "check_ledger",
     "check_protocol",
     "checked",

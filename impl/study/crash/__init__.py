@@ -21,7 +21,7 @@ from capture_ledger.impl.study.crash._recording import (
     record,
     run_paused,
 )
-from capture_ledger.impl.study.crash._report import Study, StudyCell, study, write_report
+from capture_ledger.impl.study.crash._report import Study, render_markdown, study, write_report
 
 __all__ = [
     "CONFIGS",
@@ -35,7 +35,6 @@ __all__ = [
     "RecordingFileSystem",
     "StoreConfig",
     "Study",
-    "StudyCell",
     "cross_check",
     "default_opener",
     "explore",
@@ -44,6 +43,7 @@ __all__ = [
     "observe_directory",
     "operation_runner",
     "record",
+    "render_markdown",
     "run_paused",
     "store_target",
     "study",

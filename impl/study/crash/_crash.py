@@ -11,9 +11,10 @@ files directly (``consistency.read_snapshot``) and runs ``consistency.check``; t
 ``allowed_states`` of the operations invoked and returned before the crash.
 
 An image is read once per recording whatever the model and crash point (observations are cached by image
-content), so the three models share the cost. ``Exploration`` reports crash points, images judged, the
-space's size, distinct images read, violations (the shortest counterexample per clause), seconds and
-images per second. Verdict: ``ok`` (exhaustive, none), ``violation``, or ``unknown`` (sampled, none found).
+content), so the three models share the cost. The kit's ``CrashExploration`` reports crash points, images
+judged, the space's size, distinct images read, violations (the shortest counterexample per clause),
+seconds and images per second; its ``result`` is ``Ok`` (exhaustive, none), ``Violation`` (the clause and
+the shortest counterexample) or ``Unknown`` (sampled, none found), and ``verdict`` that result's kind.
 
 How an image is read back is ``observation`` (``ImageObserver``, ``Observation``); how what was read is
 judged is ``judgement`` (``spans_at``, ``judge``, ``CrashViolation``); both are shared with the kernel

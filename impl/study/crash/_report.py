@@ -1,16 +1,18 @@
 """The ordering study: which sync or ordering step protects which crash clause, under which model.
 
-The catalogue (``workloads``) defines the workloads and the store configurations: for every step of the
-protocol (a field of ``variants.StoreVariant``) one configuration switches it off, next to the default
-protocol and its ``fence_sync`` options. ``study`` runs each configuration on each workload once through
-the recording seam (``crash.record``) and explores it under every persistence model
-(``spec.durability.MODELS``). The result is a matrix *configuration × model → clauses broken*, with the
-shortest counterexample of each cell, rendered by ``render_markdown`` as ``report.md``; ``write_report``
-adds the SVG pictures that ``pictures`` draws (R-CRASH-1..4, SPEC.md §Crash).
+The catalogue (``configs``, and the kit's ``WORKLOADS``) defines the workloads and the store
+configurations: for every step of the protocol (a field of ``variants.StoreVariant``) one configuration
+switches it off, next to the default protocol and its ``fence_sync`` options. ``study`` runs each
+configuration on each workload once through the recording seam (``recording.record``) and explores it
+under every persistence model (``spec.crash.durability.MODELS``). The result is a ``Study``: the kit's
+``CrashStudy`` matrix *configuration × model → clauses broken* (``spec.kit.crash``, shared with the study
+of ledgers traced from outside), plus the headline counterexample of each configuration; ``render_markdown``
+renders it as ``report.md`` from the kit's shared sections, and ``write_report`` adds the kit's SVG pictures
+(R-CRASH-1..4, SPEC.md §Crash).
 
-``workloads.SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every
+``configs.SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every
 image); ``study(full=True)`` adds the guards that are not about crashes and larger, sampled workloads.
-``workloads.EXPECTED`` pins what the small study must find.
+``configs.EXPECTED`` pins what the small study must find.
 
 Not guaranteed: that a clean cell proves the step unnecessary on real hardware (the models are parameters),
 or coverage beyond the recorded schedule of each workload.
@@ -18,11 +20,10 @@ or coverage beyond the recorded schedule of each workload.
 
 from __future__ import annotations
 
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from capture_ledger.impl.study.crash._configs import CONFIGS, SMALL
@@ -32,76 +33,27 @@ from capture_ledger.spec.crash.durability import MODELS, DiskImage
 from capture_ledger.spec.kit.crash import (
     SMALL_WORKLOADS,
     WORKLOADS,
-    CrashExploration,
+    CrashCell,
+    CrashStudy,
     CrashViolation,
     Observation,
-    Recording,
     Workload,
-    matrix_svg,
-    matrix_table,
+    fence,
     op_label,
-    timeline_svg,
+    per_workload_table,
+    report_head,
+    write_crash_report,
 )
 
-__all__ = ["Study", "StudyCell", "render_markdown", "study", "write_report"]
+__all__ = ["Study", "render_markdown", "study", "write_report"]
 
 
-@dataclass(frozen=True, slots=True)
-class StudyCell:
-    """One configuration on one workload: its recording and one exploration per model."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Study(CrashStudy):
+    """The whole study (a ``CrashStudy`` whose rows are store configurations); ``full``: run with the
+    full study's defaults."""
 
-    config: str
-    workload: str
-    recording: Recording
-    explorations: tuple[CrashExploration, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Study:
-    """The whole study: every cell, and the figures over all of them."""
-
-    cells: tuple[StudyCell, ...]
-    models: tuple[str, ...]
-    configs: tuple[str, ...]
-    workloads: tuple[str, ...]
-    seconds: float
-    budget: int
-    seed: int
     full: bool = False
-    notes: tuple[str, ...] = field(default=())
-
-    def explorations(self) -> list[CrashExploration]:
-        """Every exploration, in study order."""
-        return [e for cell in self.cells for e in cell.explorations]
-
-    def clauses(self, config: str, model: str) -> frozenset[str]:
-        """The clauses broken by ``config`` under ``model``, over every workload."""
-        found: set[str] = set()
-        for e in self.explorations():
-            if e.config == config and e.model == model:
-                found |= e.clauses
-        return frozenset(found)
-
-    def matrix(self) -> dict[str, dict[str, frozenset[str]]]:
-        """configuration → model → clauses broken."""
-        return {c: {m: self.clauses(c, m) for m in self.models} for c in self.configs}
-
-    def verdict(self, config: str, model: str) -> str:
-        """``violation``, ``ok`` (every image of every workload judged) or ``unknown`` (some sampled)."""
-        found = [e for e in self.explorations() if e.config == config and e.model == model]
-        if any(e.violations for e in found):
-            return "violation"
-        return "unknown" if any(e.sampled for e in found) else "ok"
-
-    def shortest(self, config: str, model: str | None = None) -> CrashViolation | None:
-        """The shortest counterexample of ``config`` (under ``model``, or any model)."""
-        examples = [
-            v
-            for e in self.explorations()
-            if e.config == config and (model is None or e.model == model)
-            for v in e.examples
-        ]
-        return min(examples, key=lambda v: (*v.size(), v.model), default=None)
 
     def headline(self, config: str) -> CrashViolation | None:
         """The counterexample that shows what ``config`` breaks: under the strongest model where it fails
@@ -112,15 +64,6 @@ class Study:
             return self.shortest(config, model)
         return None
 
-    def totals(self) -> tuple[int, int, float]:
-        """Images judged, distinct images read, seconds spent exploring."""
-        explorations = self.explorations()
-        return (
-            sum(e.images for e in explorations),
-            sum(e.distinct for e in explorations),
-            sum(e.seconds for e in explorations),
-        )
-
 
 def study(
     *,
@@ -130,7 +73,7 @@ def study(
     full: bool = False,
     budget: int = 256,
     seed: int = 0,
-    progress: Callable[[StudyCell], None] | None = None,
+    progress: Callable[[CrashCell], None] | None = None,
 ) -> Study:
     """Run the ordering study.
 
@@ -153,7 +96,7 @@ def study(
     chosen_models = tuple(models or MODELS)
     chosen_workloads = tuple(workloads or (WORKLOADS if full else SMALL_WORKLOADS))
     started = time.perf_counter()
-    cells: list[StudyCell] = []
+    cells: list[CrashCell] = []
     for label in chosen_configs:
         config = CONFIGS[label]
         for name in chosen_workloads:
@@ -164,18 +107,20 @@ def study(
                 explore(recording, MODELS[m], budget=budget, seed=seed, observer_cache=cache)
                 for m in chosen_models
             )
-            cells.append(StudyCell(label, name, recording, explorations))
+            cells.append(
+                CrashCell(config=label, workload=name, recording=recording, explorations=explorations)
+            )
             if progress is not None:
                 progress(cells[-1])
     return Study(
-        tuple(cells),
-        chosen_models,
-        chosen_configs,
-        chosen_workloads,
-        time.perf_counter() - started,
-        budget,
-        seed,
-        full,
+        cells=tuple(cells),
+        models=chosen_models,
+        configs=chosen_configs,
+        workloads=chosen_workloads,
+        seconds=time.perf_counter() - started,
+        budget=budget,
+        seed=seed,
+        full=full,
     )
 
 
@@ -187,17 +132,12 @@ def _per_workload(study: Study) -> list[str]:
     configs = [c for c in options if c in study.configs]
     if not configs:
         return []
-    lines = [
+    return [
         "## The default protocol, its fence_sync options and group commit off, per workload",
         "",
-        "| configuration | workload | " + " | ".join(study.models) + " |",
-        "|---|---|" + "---|" * len(study.models),
+        *per_workload_table(study, (c for c in study.cells if c.config in configs), rows="configuration"),
+        "",
     ]
-    for cell in study.cells:
-        if cell.config in configs:
-            texts = [", ".join(sorted(e.clauses)) or e.verdict for e in cell.explorations]
-            lines.append(f"| {cell.config} | {cell.workload} | " + " | ".join(texts) + " |")
-    return [*lines, ""]
 
 
 def _describe(workload: Workload) -> str:
@@ -212,36 +152,28 @@ def _describe(workload: Workload) -> str:
     return "<br>".join(parts)
 
 
-def _fence(text: str) -> str:
-    return "```\n" + text + "\n```"
-
-
 def render_markdown(study: Study, *, pictures: Iterable[str] = ()) -> str:
     """The study as a Markdown report (``pictures``: SVG file names to embed)."""
     images, distinct, seconds = study.totals()
     rate = images / seconds if seconds else 0.0
-    parts = [
-        "# Crash-consistency study of `FileLineageStore`",
-        "",
+    summary = (
         f"{'Full' if study.full else 'Small (CI)'} study: {len(study.configs)} store configurations × "
         f"{len(study.workloads)} workloads × {len(study.models)} persistence models; "
         f"{images} crash images judged ({distinct} distinct images read by a fresh store) in "
         f"{seconds:.1f} s of exploration, **{rate:.0f} images/s**; {study.seconds:.1f} s in all "
-        f"(recording included). At most {study.budget} images per crash point (seed {study.seed}).",
-        "",
-        "## Persistence models",
-        "",
-        *(f"- **{m}**: {MODELS[m].summary}." for m in study.models),
-        "",
-        "## Matrix: which contract clause breaks",
-        "",
-        "R-CRASH-1 a returned record is durable; R-CRASH-2 a returned retire leaves its batch Retired; "
-        "R-CRASH-3 a returned delete leaves its batch Absent; R-CRASH-4 an operation in flight leaves "
-        "each ID in its pre-state, its post-state or a state on its own path.",
-        "",
-        matrix_table(study),
-        "",
-        *(f"![{Path(p).stem}]({p})\n" for p in pictures),
+        f"(recording included). At most {study.budget} images per crash point (seed {study.seed})."
+    )
+    parts = [
+        *report_head(
+            study,
+            title="Crash-consistency study of `FileLineageStore`",
+            summary=summary,
+            rows="store configuration",
+            pictures=pictures,
+            intro="R-CRASH-1 a returned record is durable; R-CRASH-2 a returned retire leaves its batch "
+            "Retired; R-CRASH-3 a returned delete leaves its batch Absent; R-CRASH-4 an operation in flight "
+            "leaves each ID in its pre-state, its post-state or a state on its own path.",
+        ),
         *_per_workload(study),
         "## Workloads",
         "",
@@ -259,7 +191,7 @@ def render_markdown(study: Study, *, pictures: Iterable[str] = ()) -> str:
         if example is None:
             parts += [f"### {config}", "", "No violation under any model.", ""]
         else:
-            parts += [f"### {config}", "", _fence(example.render()), ""]
+            parts += [f"### {config}", "", fence(example.render()), ""]
     parts += [
         "## Figures per exploration",
         "",
@@ -286,17 +218,9 @@ def write_report(study: Study, directory: Path) -> Path:
     Returns:
         The path of ``report.md``.
     """
-    directory.mkdir(parents=True, exist_ok=True)
-    pictures = ["matrix.svg"]
-    (directory / "matrix.svg").write_text(matrix_svg(study), encoding="utf-8")
-    for config in study.configs:
-        example = study.headline(config)
-        if example is None:
-            continue
-        cell = next(c for c in study.cells if c.config == config and c.workload == example.workload)
-        name = "timeline-" + re.sub(r"[^A-Za-z0-9_]+", "-", config) + ".svg"
-        (directory / name).write_text(timeline_svg(cell.recording, example), encoding="utf-8")
-        pictures.append(name)
-    report = directory / "report.md"
-    report.write_text(render_markdown(study, pictures=pictures), encoding="utf-8")
-    return report
+    timelines = [
+        (config, example) for config in study.configs if (example := study.headline(config)) is not None
+    ]
+    return write_crash_report(
+        study, directory, timelines=timelines, render=lambda names: render_markdown(study, pictures=names)
+    )

@@ -10,7 +10,10 @@ that opens a traced target's fresh handles) and judges every rollout ID of the w
 judged and the exploration says why, with the verdict ``unknown``, never ``ok``.
 
 ``CrashExploration`` reports crash points, images judged, the space's size, distinct images read, the
-violations (the shortest counterexamples per clause), seconds and images per second.
+violations (the shortest counterexamples per clause), seconds and images per second; its ``result`` is the
+one result shape of every checker (``spec.core.verdicts``): a ``Violation`` of the clause its shortest
+counterexample breaks, ``Unknown`` when the space was sampled or could not be built, else ``Ok`` listing the
+clauses judged (``judgement.judged_clauses``).
 
 Not guaranteed: that a sampled space without a violation has none; anything about schedules other than
 the recorded one, or images a model does not allow (the kernel study compares the models with a kernel).
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 from capture_ledger.spec.crash.durability import MODELS, Baseline, DiskImage, PersistenceModel, Unsupported
 from capture_ledger.spec.kit.crash._judgement import (
     Counterexamples,
@@ -31,12 +35,13 @@ from capture_ledger.spec.kit.crash._judgement import (
     crash_points,
     crash_prefixes,
     images_to_judge,
+    judged_clauses,
     violations_of,
 )
 from capture_ledger.spec.kit.crash._observation import Observation
 from capture_ledger.spec.kit.crash._trace import Recording
 
-__all__ = ["CrashExploration", "ImageReader", "explore_points"]
+__all__ = ["CrashExploration", "ImageReader", "explore_points", "violation_of"]
 
 
 class ImageReader(Protocol):
@@ -72,19 +77,50 @@ class CrashExploration:
     paused: bool | None = None
     #: Why nothing could be judged (the trace holds an effect no model follows), else ``None``.
     unsupported: str | None = None
+    #: The clauses every image was judged on (``judgement.judged_clauses`` of the workload).
+    judged: tuple[str, ...] = ()
+
+    @property
+    def result(self) -> Verdict:
+        """The exploration as a checker's result: ``Violation`` of the first clause its shortest
+        counterexample breaks (``violation_of``), ``Unknown`` (sampled without a violation, or
+        unsupported: the budget spent and why), or ``Ok`` (every image judged, none broke ``judged``)."""
+        if self.violations:
+            shortest = min(self.examples, key=CrashViolation.size, default=None)
+            if shortest is not None:
+                return violation_of(shortest)
+            return Violation(  # no counterexample kept (``keep=0``): the count is all there is
+                requirement=min(self.clauses),
+                counterexample=f"{self.violations} violation(s) of {', '.join(sorted(self.clauses))} "
+                f"(workload {self.workload}, store {self.config}, model {self.model}); none kept",
+            )
+        spent = f"{self.images} of {self.space} images judged at {self.crash_points} crash points"
+        if self.unsupported:
+            return Unknown(spent=spent, reason=f"no persistence model follows the trace: {self.unsupported}")
+        if self.sampled:
+            return Unknown(spent=spent, reason="sampled beyond the budget per crash point")
+        return Ok(
+            checked=self.judged,
+            detail=f"{self.workload} on {self.config} under {self.model}: every one of {self.images} images "
+            f"at {self.crash_points} crash points",
+        )
 
     @property
     def verdict(self) -> Literal["ok", "violation", "unknown"]:
         """``ok`` (exhaustive, no violation), ``violation``, or ``unknown`` (sampled without a violation,
-        or unsupported)."""
-        if self.violations:
-            return "violation"
-        return "unknown" if self.sampled or self.unsupported else "ok"
+        or unsupported): the kind of ``result``."""
+        return self.result.kind
 
     @property
     def rate(self) -> float:
         """Images judged per second."""
         return self.images / self.seconds if self.seconds > 0 else 0.0
+
+
+def violation_of(example: CrashViolation) -> Violation:
+    """``example`` as a checker's ``Violation``: its first clause, its ``render()`` as the counterexample,
+    and itself as the witness (for its timeline)."""
+    return Violation(requirement=example.clauses[0], counterexample=example.render(), witness=example)
 
 
 def _unsupported(recording: Recording) -> str | None:
@@ -164,4 +200,5 @@ def explore_points(
         seconds=time.perf_counter() - started,
         paused=recording.paused,
         unsupported=reason,
+        judged=judged_clauses(recording.workload),
     )

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from capture_ledger.spec.core.model import RolloutState
+from capture_ledger.spec.core.model import Delete, Record, RecordFailure, Retire, RolloutState
 from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses
 from capture_ledger.spec.crash.durability import DiskImage, Effect, ImageSpace, describe_effect
 from capture_ledger.spec.kit.crash._observation import Observation
-from capture_ledger.spec.kit.crash._trace import Invoke, Recording, Return, TraceEvent
+from capture_ledger.spec.kit.crash._trace import Invoke, Recording, Return, TraceEvent, Workload
 
 __all__ = [
     "Counterexamples",
@@ -34,6 +34,7 @@ __all__ = [
     "crash_prefixes",
     "images_to_judge",
     "judge",
+    "judged_clauses",
     "show_bytes",
     "spans_at",
     "violations_of",
@@ -159,6 +160,20 @@ def judge(
     if observation.findings and first:
         problems = (*problems, "R-STORE-8")
     return observed, problems
+
+
+def judged_clauses(workload: Workload) -> tuple[str, ...]:
+    """The clauses a crash during ``workload`` is judged on: R-CRASH-1 when it writes, R-CRASH-2 when it
+    retires, R-CRASH-3 when it deletes (setup included: its operations are returned ones), R-CRASH-4 for
+    the operations in flight at some crash point, and R-STATE-3 (every image must read as one state)."""
+    ops = (*workload.setup, *workload.ops)
+    own = {
+        "R-CRASH-1": any(isinstance(op, Record | RecordFailure) for op in ops),
+        "R-CRASH-2": any(isinstance(op, Retire) for op in ops),
+        "R-CRASH-3": any(isinstance(op, Delete) for op in ops),
+        "R-CRASH-4": bool(workload.ops),
+    }
+    return (*(clause for clause, judged in own.items() if judged), "R-STATE-3")
 
 
 def crash_points(trace: Sequence[TraceEvent]) -> list[int]:

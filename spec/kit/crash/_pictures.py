@@ -1,13 +1,13 @@
 """SVG pictures of the crash study: the clause matrix and one counterexample timeline.
 
-Pictures for the report that ``report`` writes (SPEC.md §Crash, R-CRASH-1..4): ``matrix_svg`` draws
+Pictures for the reports ``report`` writes (SPEC.md §Crash, R-CRASH-1..4): ``matrix_svg`` draws
 *configuration × model × clause* with the broken clauses in red; ``matrix_table`` is the same matrix as a
 Markdown table; ``timeline_svg`` draws one counterexample as lanes of store operations, their effects in trace
 order, the crash line and what a fresh store read back from the image the crash left. Hand-written SVG, no
 plotting library. ``op_label`` is the short operation label both the pictures and the Markdown report use.
 
-The matrix takes any ``MatrixSource`` (``report.Study`` is one), so this module does not import the
-study and the study imports it without a cycle.
+The matrix takes any ``MatrixSource`` (every ``CrashStudy`` is one), so this module does not import the
+studies and they import it without a cycle.
 
 Not guaranteed: the layout, colours or wording of the pictures (they are for people, not for parsing), or
 that long labels fit their lanes (they are cut).
@@ -45,7 +45,7 @@ class MatrixSource(Protocol):
         ...
 
     def verdict(self, config: str, model: str) -> str:
-        """``violation``, ``ok`` or ``unknown`` (see ``report.Study.verdict``)."""
+        """``violation``, ``ok`` or ``unknown`` (see ``CrashStudy.verdict``)."""
         ...
 
 

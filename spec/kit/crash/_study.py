@@ -2,13 +2,13 @@
 under strace, explored under every persistence model (SPEC.md §Crash, R-CRASH-1..4; docs/crash-target.md).
 
 ``study_targets(targets, ...)`` opens each target once in a reader child (which also says which protocol
-operations it has), runs every workload of the model study's catalogue (``impl.study.workloads.WORKLOADS``,
-or those given) that the target supports (``recorder.supported``: a ledger without ``retire`` or
-``delete``, like NeMo Gym's, skips the workloads that need them, and the study says which ran), records
-each (``recorder.record_target``) and explores it under each model (``spec.kit.crash.explore_points``). The
-result is a ``TargetStudy``: a matrix *target × model → clauses broken*, the ``MatrixSource`` the model
-study's picture takes (``impl.study.pictures.matrix_svg``), with every counterexample's recording for its
-timeline. ``report`` renders it.
+operations it has), runs every workload of the catalogue (``workloads.WORKLOADS``, or those given) that the
+target supports (``strace.supported``: a ledger without ``retire`` or ``delete``, like NeMo Gym's, skips the
+workloads that need them, and the study says which ran), records each (``strace.record_target``) and
+explores it under each model (``exploration.explore_points``). The result is a ``TargetStudy``: the
+``CrashStudy`` matrix *target × model → clauses broken* (``matrix``), with every counterexample's recording
+for its timeline, plus what was skipped and the reader children's figures. ``report`` renders it;
+``check.check_crashes`` is the library form of the whole command.
 
 A target that cannot be opened or traced is a ``TraceError`` (the command's exit 2); everything the target
 does once it runs — raise, hang, leave bytes it cannot read — is judged.
@@ -25,96 +25,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capture_ledger.spec.crash.durability import MODELS
-from capture_ledger.spec.kit.crash._exploration import CrashExploration, explore_points
-from capture_ledger.spec.kit.crash._judgement import CrashViolation
+from capture_ledger.spec.kit.crash._exploration import explore_points
+from capture_ledger.spec.kit.crash._matrix import CrashCell, CrashStudy
 from capture_ledger.spec.kit.crash._readback import ReadBack
 from capture_ledger.spec.kit.crash._reader import TargetReader
-from capture_ledger.spec.kit.crash._trace import Recording
 from capture_ledger.spec.kit.crash._workloads import WORKLOADS
 from capture_ledger.spec.kit.crash.strace import PARK_DELAY, Target, TraceError, record_target, supported
 
-__all__ = ["TargetCell", "TargetStudy", "study_targets"]
+__all__ = ["TargetStudy", "study_targets"]
 
 
-@dataclass(frozen=True, slots=True)
-class TargetCell:
-    """One target on one workload: its recording and one exploration per model."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetStudy(CrashStudy):
+    """A ``CrashStudy`` whose rows are traced targets, with what only tracing has.
 
-    target: str
-    workload: str
-    recording: Recording
-    explorations: tuple[CrashExploration, ...]
-    record_seconds: float
+    Attributes:
+        skipped: ``(target, workload, why)`` for each workload not run (the target lacks an operation it
+            needs, or it writes our own store's format).
+        operations: the protocol methods each target has, by target.
+        reads: images read back by the reader children.
+        read_seconds: seconds the reader children spent on them.
+    """
 
-
-@dataclass(frozen=True, slots=True)
-class TargetStudy:
-    """Every cell of a study of traced targets, what was skipped and why, and the figures."""
-
-    cells: tuple[TargetCell, ...]
-    models: tuple[str, ...]
-    configs: tuple[str, ...]
-    workloads: tuple[str, ...]
-    skipped: tuple[tuple[str, str, str], ...]  # (target, workload, why)
-    operations: dict[str, tuple[str, ...]]
-    seconds: float
-    budget: int
-    seed: int
+    skipped: tuple[tuple[str, str, str], ...] = ()
+    operations: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reads: int = 0
     read_seconds: float = 0.0
-    notes: tuple[str, ...] = field(default=())
 
-    def explorations(self, config: str | None = None, model: str | None = None) -> list[CrashExploration]:
-        """The explorations of ``config`` under ``model`` (each ``None``: all)."""
-        return [
-            e
-            for cell in self.cells
-            if config is None or cell.target == config
-            for e in cell.explorations
-            if model is None or e.model == model
-        ]
-
-    def clauses(self, config: str, model: str) -> frozenset[str]:
-        """The clauses ``config`` (a target's label) breaks under ``model``, over every workload."""
-        found: set[str] = set()
-        for e in self.explorations(config, model):
-            found |= e.clauses
-        return frozenset(found)
-
-    def verdict(self, config: str, model: str) -> str:
-        """``violation``, ``ok`` (every image of every workload judged) or ``unknown``."""
-        found = self.explorations(config, model)
-        if any(e.verdict == "violation" for e in found):
-            return "violation"
-        return "unknown" if any(e.verdict == "unknown" for e in found) or not found else "ok"
-
-    def examples(self, model: str | None = None) -> list[tuple[CrashViolation, Recording]]:
-        """Every kept counterexample (the shortest per clause, workload and model) with its recording."""
-        return [
-            (v, cell.recording)
-            for cell in self.cells
-            for e in cell.explorations
-            if model is None or e.model == model
-            for v in e.examples
-        ]
-
-    def totals(self) -> tuple[int, int, float]:
-        """Images judged, distinct images read, seconds spent exploring."""
-        found = self.explorations()
-        return (
-            sum(e.images for e in found),
-            sum(e.distinct for e in found),
-            sum(e.seconds for e in found),
-        )
-
-    def unsupported(self) -> list[tuple[str, str, str]]:
-        """``(target, workload, reason)`` for each recording with an effect no model follows."""
-        seen = {}
-        for cell in self.cells:
-            for e in cell.explorations:
-                if e.unsupported:
-                    seen[cell.target, cell.workload] = e.unsupported
-        return [(t, w, r) for (t, w), r in seen.items()]
+    def workload_rank(self, workload: str) -> tuple[int, str]:
+        """Of two equally short counterexamples, the one whose workload comes first by name: the choice
+        ``crash --target`` has always reported (its ``--json`` and report stay as they were)."""
+        return (0, workload)
 
 
 def study_targets(
@@ -125,7 +66,7 @@ def study_targets(
     budget: int = 256,
     seed: int = 0,
     park_delay: float = PARK_DELAY,
-    progress: Callable[[TargetCell], None] | None = None,
+    progress: Callable[[CrashCell], None] | None = None,
     first: bool = False,
 ) -> TargetStudy:
     """Study ``targets`` (see the module docstring).
@@ -155,7 +96,7 @@ def study_targets(
         chosen_models = chosen_models[:1]
     chosen_workloads = tuple(workloads or WORKLOADS)
     started = time.perf_counter()
-    cells: list[TargetCell] = []
+    cells: list[CrashCell] = []
     skipped: list[tuple[str, str, str]] = []
     operations: dict[str, tuple[str, ...]] = {}
     reads, read_seconds = 0, 0.0
@@ -180,7 +121,15 @@ def study_targets(
                     explore_points(recording, model, ReadBack(reader), budget=budget, seed=seed, first=first)
                     for model in chosen_models
                 )
-                cells.append(TargetCell(target.name, name, recording, explorations, took))
+                cells.append(
+                    CrashCell(
+                        config=target.name,
+                        workload=name,
+                        recording=recording,
+                        explorations=explorations,
+                        record_seconds=took,
+                    )
+                )
                 if progress is not None:
                     progress(cells[-1])
                 if first and explorations[0].verdict == "violation":
@@ -191,15 +140,15 @@ def study_targets(
             reader.close()
     ran = tuple(dict.fromkeys(c.workload for c in cells))
     return TargetStudy(
-        tuple(cells),
-        chosen_models,
-        tuple(t.name for t in targets),
-        ran,
-        tuple(skipped),
-        operations,
-        time.perf_counter() - started,
-        budget,
-        seed,
-        reads,
-        read_seconds,
+        cells=tuple(cells),
+        models=chosen_models,
+        configs=tuple(t.name for t in targets),
+        workloads=ran,
+        skipped=tuple(skipped),
+        operations=operations,
+        seconds=time.perf_counter() - started,
+        budget=budget,
+        seed=seed,
+        reads=reads,
+        read_seconds=read_seconds,
     )

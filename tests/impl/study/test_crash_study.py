@@ -17,6 +17,7 @@ from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.crash import EXPECTED, SMALL, STEPS, StoreConfig, Study, explore, record, study
 from capture_ledger.impl.study.kernel import KERNEL_WORKLOADS
 from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.spec import Ok, Unknown, Violation
 from capture_ledger.spec.crash.durability import NoJournalExt4, SyncDir, describe_effect
 from capture_ledger.spec.kit.crash import WORKLOADS, Invoke, Return
 
@@ -144,6 +145,25 @@ def test_small_study_matches_the_pinned_matrix(small_study: Study) -> None:
     assert images > 1500 and 0 < distinct < images  # observations are shared across models and points
 
 
+def test_each_cell_is_one_of_the_three_results(small_study: Study) -> None:
+    """The one result shape (spec.core.verdicts): a clean cell is ``Ok`` naming the clauses judged, a broken
+    one a ``Violation`` of a clause it breaks, its counterexample the cell's shortest; the exit status of
+    ``capture-ledger crash`` follows the default protocol's journaled cell."""
+    clean = small_study.result("default", "journaled")
+    assert isinstance(clean, Ok)
+    assert clean.checked == ("R-CRASH-1", "R-CRASH-2", "R-CRASH-3", "R-CRASH-4", "R-STATE-3")
+    broken = small_study.result("default", "ext4-nojournal")
+    shortest = small_study.shortest("default", "ext4-nojournal")
+    assert isinstance(broken, Violation) and shortest is not None
+    assert broken.requirement == "R-CRASH-2" and broken.counterexample == shortest.render()
+    assert broken.witness == shortest
+    for step in STEPS:
+        found = [small_study.result(f"no {step}", m) for m in small_study.models]
+        assert any(isinstance(v, Violation) and v.requirement.startswith("R-") for v in found), step
+    assert small_study.exit_code("journaled", ("default",)) == 0
+    assert small_study.exit_code("ext4-nojournal", ("default",)) == 1
+
+
 #: The search space of the default store, pinned per workload: crash points (effects + 1), and the images
 #: judged under journaled, weakest-posix and ext4-nojournal (STYLE: pin the search space). Under
 #: ext4-nojournal a lost block reads as zeros or, for a new block, as a removed file's bytes: images the
@@ -199,6 +219,8 @@ def test_sampling_reports_unknown_not_ok(tmp_path: Path) -> None:
     result = explore(recording, "weakest-posix", budget=8, seed=1)
     assert result.sampled and result.verdict == "unknown"
     assert result.space > result.images
+    assert isinstance(result.result, Unknown) and "sampled" in result.result.reason
+    assert f"{result.images} of {result.space} images" in result.result.spent
 
 
 def test_cli_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
