@@ -18,6 +18,8 @@ Not measured: time (a path's cost is in the benchmarks), or calls that do not cr
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -128,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     os.environ.setdefault("CAPTURE_LEDGER_PROFILE", "ci")
-    results = {name: _traced(PATHS[name]) for name in (args.paths or PATHS)}
+    results = {}
+    for name in args.paths or PATHS:
+        with contextlib.redirect_stdout(io.StringIO()):  # the commands' own output is not the figures
+            results[name] = _traced(PATHS[name])
     if args.json:
         print(json.dumps(results, indent=1))
     else:
