@@ -4,7 +4,7 @@ The checkers that study a store (the crash explorer, the interleaving scheduler)
 broken in any way: it may raise anything, or never return. ``BoundedCaller.call(fn)`` runs ``fn`` on a
 daemon thread of the caller's own and waits at most ``budget`` seconds for it; the answer is
 ``Returned(value)``, ``Raised(error)`` or ``Hung(budget)``, never an exception of ``fn``'s and never a wait
-longer than the budget. It is the conformance kit's ``CallRunner`` (``spec/kit/calls.py``: one worker
+longer than the budget. It is the conformance kit's ``CallRunner`` (``spec/kit/_calls.py``: one worker
 thread serves call after call) with one difference: after a hang the caller starts a new worker and goes
 on, since a study judges many independent images or schedules, each with its own store.
 

@@ -1,8 +1,9 @@
 """Workloads of the kernel study beyond the crash study's catalogue (R-CRASH-1..4, R-STORE-6; docs/crash.md
 §The kernel study).
 
-The kernel study runs the crash study's workloads (``impl/study/workloads.py``) and these, which need a real
-file system's blocks to mean anything:
+The kernel study runs the crash study's workloads (``impl/study/crash/_configs.py (configurations) and
+spec/kit/crash/_workloads.py (workloads)``) and these, which need a real file system's blocks to mean
+anything:
 
 - ``record-straddle``: 22 rows of 45 bytes fill a ledger to byte 990; the next record spans the 1 KiB
   block boundary, so a crash during its fsync can keep the second block and lose the first.
