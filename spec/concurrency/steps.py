@@ -5,11 +5,12 @@ Where ``model`` makes each call one atomic step, this model splits the calls of 
 the atomic steps the store takes on one directory: acquire and release a lock stripe, look up a ledger or a
 fence, create a fence, append a row (creating the ledger), unlink, sync. Several *clients* run programs
 (sequences of calls) on *handles*; each handle keeps a cache of the ledgers it has read, as the store does
-(R-STORE-7). This module holds the vocabulary (guards, calls, configurations), the abstract directory and
-registers (``State``), and the atomic steps on them (``Stepper``); ``spec/concurrency/programs.py`` holds
-each call as
-a program of those steps and ``programs.successor(config, guards, state, client)``, the one step a client
-can take next, so an explorer interleaves clients by choosing who moves.
+(R-STORE-7). This module holds the atomic steps (``Stepper``) on the abstract directory and registers
+(``State``, defined in the private ``_state`` module); it re-exports the state and the vocabulary the steps
+use (guards, calls, configurations, defined in ``_config``), so every name is imported from here.
+``spec/concurrency/_programs.py`` holds each call as a program of those steps and
+``programs.successor(config, guards, state, client)``, the one step a client can take next, so an explorer
+interleaves clients by choosing who moves.
 
 Every guard of the protocol is a switch in ``Guards`` (all on by default), so that each can be shown
 necessary: ``recheck_fence`` (retire's phase 2 re-checks the fence under the lock, R-STORE-4),
@@ -44,9 +45,31 @@ failures, and torn lines. ``admit`` is one fence lookup and takes no lock, as in
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from capture_ledger.spec.concurrency._config import (
+    GUARD_NAMES,
+    AdmitCall,
+    Call,
+    Client,
+    Config,
+    DeleteCall,
+    Guards,
+    ManifestCall,
+    RecordCall,
+    RetireCall,
+    describe,
+    operation_of,
+)
+from capture_ledger.spec.concurrency._state import (
+    CallRecord,
+    Ledger,
+    Local,
+    Row,
+    State,
+    initial_state,
+    is_done,
+)
 from capture_ledger.spec.core import model
 
 __all__ = [
@@ -70,207 +93,6 @@ __all__ = [
 ]
 
 
-# -------------------------------------------------------------------------------------------- guards
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Guards:
-    """The protocol's guards; each may be switched off to show that it is needed."""
-
-    recheck_fence: bool = True
-    fence_before_unlink: bool = True
-    fence_lookup_on_write: bool = True
-    admit_checks_fence: bool = True
-    cache_coherence: bool = True
-    read_lock: bool = True
-    await_shared_sync: bool = True
-
-    def without(self, name: str) -> Guards:
-        """These guards with ``name`` switched off.
-
-        Raises:
-            ValueError: not a guard's name.
-        """
-        if name not in GUARD_NAMES:
-            raise ValueError(f"unknown guard {name!r}; choose one of {', '.join(GUARD_NAMES)}")
-        return dataclasses.replace(self, **{name: False})
-
-
-GUARD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Guards))
-
-
-# --------------------------------------------------------------------------------------------- calls
-@dataclass(frozen=True, slots=True)
-class RecordCall:
-    """``record(rollout_id, {"model_call_id": call})``."""
-
-    rollout_id: str
-    call: str
-
-
-@dataclass(frozen=True, slots=True)
-class RetireCall:
-    """``retire(rollout_ids)``: phase 1 fences, one directory sync, phase 2 unlinks (R-STORE-4)."""
-
-    rollout_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DeleteCall:
-    """``delete(rollout_ids)``: unlink ledger and fence under each lock, one directory sync (R-STORE-5)."""
-
-    rollout_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AdmitCall:
-    """``admit(rollout_id, call)``: one fence lookup, no lock."""
-
-    rollout_id: str
-    call: str
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestCall:
-    """``manifest(rollout_id)``: under the lock, the ledger (through the handle's cache), maybe the fence."""
-
-    rollout_id: str
-
-
-Call = RecordCall | RetireCall | DeleteCall | AdmitCall | ManifestCall
-
-
-def operation_of(call: Call) -> model.Operation:
-    """The sequential model's operation for a call."""
-    if isinstance(call, RecordCall):
-        return model.Record(call.rollout_id, {"model_call_id": call.call})
-    if isinstance(call, RetireCall):
-        return model.Retire(list(call.rollout_ids))
-    if isinstance(call, DeleteCall):
-        return model.Delete(list(call.rollout_ids))
-    if isinstance(call, AdmitCall):
-        return model.Admit(call.rollout_id, call.call)
-    return model.ReadManifest(call.rollout_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Client:
-    """A program: calls made one after the other on one handle."""
-
-    handle: int
-    calls: tuple[Call, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Config:
-    """A bounded configuration: rollout IDs, lock stripes, and clients.
-
-    The first ``setup`` clients run alone, one after the other, before the others start (their calls are
-    part of the history); the rest run concurrently.
-    """
-
-    name: str
-    ids: tuple[str, ...]
-    clients: tuple[Client, ...]
-    setup: int = 0
-    handles: int = 2
-    #: The stripe of each ID (by position in ``ids``); by default every ID has its own.
-    stripes: tuple[int, ...] = ()
-    description: str = ""
-    #: The removals' syncs go through one shared register (R-STORE-9); else each is its caller's own step.
-    group_commit: bool = False
-
-    def stripe(self, rollout_id: str) -> int:
-        """The lock stripe of an ID (R-STORE-2)."""
-        index = self.ids.index(rollout_id)
-        return self.stripes[index] if self.stripes else index
-
-
-# --------------------------------------------------------------------------------------------- state
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A row in a ledger; ``protected`` names the retire clients that must not remove it (ghost, R-CONC-3)."""
-
-    call: str
-    protected: frozenset[tuple[int, int, str]] = frozenset()  # (client, call, ID) of each such retire
-
-
-@dataclass(frozen=True, slots=True)
-class Ledger:
-    """A ledger file: its generation (a new file, a new inode) and its rows."""
-
-    generation: int
-    rows: tuple[Row, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Local:
-    """A client's registers within its current call."""
-
-    call: int = 0
-    pc: str = "start"
-    index: int = 0  # position in the batch
-    view: Ledger | None = None  # the ledger as this call last saw it
-    had: tuple[str, ...] = ()  # retire: IDs with a ledger in phase 1; delete: IDs removed
-    flag: bool = False  # record: created a ledger; retire: unlinked something
-    result: model.Result | None = None
-    deletes: tuple[int, ...] = ()  # retire: per ID, deletes invoked before it (ghost, R-CONC-2)
-    protect: frozenset[tuple[int, int, str]] = (
-        frozenset()
-    )  # record: retires it must survive (ghost, R-CONC-3)
-    ticket: int = 0  # group commit: the number of the sync this call waits for
-
-
-CallRecord = tuple[int, int, model.Result | None]
-
-
-@dataclass(frozen=True, slots=True)
-class State:
-    """The directory, the locks, the handles' caches, the clients' registers, and the ghost state."""
-
-    ledgers: tuple[Ledger | None, ...]  # per ID (position in ``Config.ids``)
-    fences: tuple[bool, ...]
-    generations: tuple[int, ...]  # ledgers created so far, per ID
-    locks: tuple[int, ...]  # per stripe: the client holding it, or -1
-    caches: tuple[tuple[Ledger | None, ...], ...]  # per handle, per ID: the cached view, or None
-    locals: tuple[Local, ...]
-    # Ghost: per client, per call so far: (calls returned before its invocation, its place in the order of
-    # returns or -1, its result). That is all of the history a linearizability check needs.
-    calls: tuple[tuple[CallRecord, ...], ...]
-    returns: int = 0
-    retired: frozenset[str] = frozenset()  # a retire returned and no delete was invoked since (R-CONC-2)
-    deleted_under: tuple[
-        frozenset[tuple[int, int, str]], ...
-    ] = ()  # per ID: retires older than a returned delete
-    deletes: tuple[int, ...] = ()  # per ID: deletes invoked so far
-    broken: tuple[str, ...] = field(default=())  # R-CONC-3 breaches, as sentences
-    # Group commit's register (R-STORE-9): syncs started and finished, and the client running one (or -1).
-    sync_started: int = 0
-    sync_finished: int = 0
-    sync_leader: int = -1
-    unsynced: tuple[str, ...] = ()  # ghost: sync points passed before their sync finished, as sentences
-
-
-def initial_state(config: Config) -> State:
-    """Empty directory, free locks, cold caches, every client before its first call."""
-    n, clients = len(config.ids), len(config.clients)
-    stripes = max(config.stripes, default=n - 1) + 1
-    return State(
-        ledgers=(None,) * n,
-        fences=(False,) * n,
-        generations=(0,) * n,
-        locks=(-1,) * stripes,
-        caches=((None,) * n,) * config.handles,
-        locals=(Local(),) * clients,
-        calls=((),) * clients,
-        deleted_under=(frozenset(),) * n,
-        deletes=(0,) * n,
-    )
-
-
-def is_done(config: Config, state: State, client: int) -> bool:
-    """Whether a client has made all its calls."""
-    return state.locals[client].call >= len(config.clients[client].calls)
-
-
 # --------------------------------------------------------------------------------------------- steps
 _T = TypeVar("_T")
 
@@ -282,7 +104,7 @@ def _put(values: tuple[_T, ...], index: int, value: _T) -> tuple[_T, ...]:
 class Stepper:
     """Builds one client's next step: a description and the next state.
 
-    The programs (``spec/concurrency/programs.py``) take a step by calling these atomic operations on the
+    The programs (``spec/concurrency/_programs.py``) take a step by calling these atomic operations on the
     state as it
     stands before the step (plus the step's pending changes), then ``build`` returns the step.
     """
@@ -410,7 +232,7 @@ class Stepper:
             return None
         self.changes["unsynced"] = (
             *state.unsynced,
-            f"client {self.client} ({_describe(self.call)}) went on before sync {ticket} finished "
+            f"client {self.client} ({describe(self.call)}) went on before sync {ticket} finished "
             f"(sync {state.sync_started} was running, {state.sync_finished} finished)",
         )
         return True, f"count on running sync {state.sync_started}: go on"
@@ -494,15 +316,4 @@ class Stepper:
             calls=self.changes.get("calls", self.state.calls),  # type: ignore[arg-type]
             **changes,  # type: ignore[arg-type]
         )
-        return f"client {self.client} ({_describe(self.call)}) {text}", state
-
-
-def _describe(call: Call) -> str:
-    if isinstance(call, RecordCall):
-        return f"record {call.rollout_id} {call.call}"
-    if isinstance(call, RetireCall | DeleteCall):
-        verb = "retire" if isinstance(call, RetireCall) else "delete"
-        return f"{verb} [{', '.join(call.rollout_ids)}]"
-    if isinstance(call, AdmitCall):
-        return f"admit {call.rollout_id} {call.call}"
-    return f"manifest {call.rollout_id}"
+        return f"client {self.client} ({describe(self.call)}) {text}", state

@@ -5,6 +5,12 @@ values (``Err(ErrorKind...)``); implementations raise the matching exceptions (`
 Every operation of the ``CaptureLedger`` protocol has an operation class here, whose ``repr`` is valid
 Python, so a counterexample prints as a program.
 
+This module is the model's public face and holds its transitions; the values they act on are defined in
+three private modules and re-exported here, so ``from capture_ledger.spec.core.model import X`` is the way
+to import any of them: the states (``_states``: entries, ``Absent``, ``Live``, ``Retired``,
+``LedgerState``), the operations (``_operations``) and the results (``_results``: ``Ok``, ``Err``,
+``ErrorKind`` and the values a result carries).
+
 Per rollout ID the state is ``Absent``, ``Live(entries, fenced)`` or ``Retired``. ``Live(..., fenced=True)``
 (rows and a fence both present) cannot be reached by sequential operations; only an interrupted or
 in-flight retire reaches it, so the concurrency and crash layers need it represented (R-STATE-2).
@@ -15,20 +21,43 @@ Not modelled here: timing, durability, several handles (they are the concern of 
 
 from __future__ import annotations
 
-import enum
-import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from capture_ledger.spec.core.errors import (
-    CaptureLedgerError,
-    ConflictingRecordError,
-    InvalidRolloutIdError,
-    RolloutRetiredError,
+from capture_ledger.spec.core._operations import (
+    Admit,
+    Delete,
+    HasRows,
+    Operation,
+    ReadManifest,
+    Record,
+    RecordFailure,
+    Retire,
 )
+from capture_ledger.spec.core._results import (
+    VALIDATION_ERRORS,
+    Discarded,
+    Err,
+    ErrorKind,
+    ManifestValue,
+    Ok,
+    Removal,
+    Result,
+    manifest_value_of,
+)
+from capture_ledger.spec.core._states import (
+    ABSENT,
+    RETIRED,
+    Absent,
+    Entry,
+    FailureEntry,
+    LedgerState,
+    Live,
+    RecordEntry,
+    Retired,
+    RolloutState,
+)
+from capture_ledger.spec.core.errors import InvalidRolloutIdError
 from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
-from capture_ledger.spec.core.protocol import Manifest
 from capture_ledger.spec.core.rows import (
     canonical_json,
     row_staging_key,
@@ -74,251 +103,6 @@ __all__ = [
     "step_rollout",
     "step_write",
 ]
-
-
-# ----------------------------------------------------------------------------------------------- rows
-@dataclass(frozen=True, slots=True)
-class RecordEntry:
-    """A recorded row, kept as its canonical JSON (R-WRITE-3)."""
-
-    model_call_id: str
-    canonical: str
-
-    def row(self) -> dict[str, Any]:
-        """The row as a ``dict``."""
-        row: dict[str, Any] = json.loads(self.canonical)
-        return row
-
-
-@dataclass(frozen=True, slots=True)
-class FailureEntry:
-    """A failure row recorded with ``record_failure`` (R-WRITE-7)."""
-
-    model_call_id: str
-    reason: str
-
-
-Entry = RecordEntry | FailureEntry
-
-
-# --------------------------------------------------------------------------------------------- states
-@dataclass(frozen=True, slots=True)
-class Absent:
-    """No rows and no fence (R-STATE-1)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Live:
-    """At least one row; ``fenced`` when a fence also exists (mid-retire, R-STATE-2)."""
-
-    entries: tuple[Entry, ...]
-    fenced: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Retired:
-    """No rows, and a fence that discards late writes (R-STATE-1)."""
-
-
-RolloutState = Absent | Live | Retired
-ABSENT = Absent()
-RETIRED = Retired()
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerState:
-    """The state of every rollout ID: a sorted tuple of ``(id, state)``; Absent IDs are left out.
-
-    Canonical, so equal states compare and hash equal.
-    """
-
-    rollouts: tuple[tuple[str, RolloutState], ...] = ()
-
-    @classmethod
-    def of(cls, rollouts: Mapping[str, RolloutState]) -> LedgerState:
-        """Build a state from a mapping; Absent entries are dropped."""
-        return cls(tuple(sorted((k, v) for k, v in rollouts.items() if not isinstance(v, Absent))))
-
-    def get(self, rollout_id: str) -> RolloutState:
-        """The state of one ID (Absent when not listed)."""
-        for key, value in self.rollouts:
-            if key == rollout_id:
-                return value
-        return ABSENT
-
-    def set(self, rollout_id: str, state: RolloutState) -> LedgerState:
-        """A copy with one ID's state replaced."""
-        rollouts = dict(self.rollouts)
-        rollouts[rollout_id] = state
-        return LedgerState.of(rollouts)
-
-    def as_dict(self) -> dict[str, RolloutState]:
-        """The listed (non-Absent) IDs and their states."""
-        return dict(self.rollouts)
-
-
-# ----------------------------------------------------------------------------------------- operations
-@dataclass(frozen=True, slots=True)
-class Record:
-    """``record(rollout_id, row)``."""
-
-    rollout_id: object
-    row: object
-
-
-@dataclass(frozen=True, slots=True)
-class RecordFailure:
-    """``record_failure(rollout_id, model_call_id, reason)``."""
-
-    rollout_id: object
-    model_call_id: object
-    reason: object
-
-
-@dataclass(frozen=True, slots=True)
-class Admit:
-    """``admit(rollout_id, model_call_id)``."""
-
-    rollout_id: object
-    model_call_id: object
-
-
-@dataclass(frozen=True, slots=True)
-class ReadManifest:
-    """``manifest(rollout_id)``."""
-
-    rollout_id: object
-
-
-@dataclass(frozen=True, slots=True)
-class HasRows:
-    """``has_rows(rollout_id)``."""
-
-    rollout_id: object
-
-
-@dataclass(frozen=True, slots=True)
-class Retire:
-    """``retire(rollout_ids)``."""
-
-    rollout_ids: object
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    """``delete(rollout_ids)``."""
-
-    rollout_ids: object
-
-
-Operation = Record | RecordFailure | Admit | ReadManifest | HasRows | Retire | Delete
-
-
-# -------------------------------------------------------------------------------------------- results
-class ErrorKind(enum.Enum):
-    """An error as a value. ``matches`` says which exceptions an implementation may raise for it."""
-
-    #: Exactly ``TypeError`` (and not ``ValueError``): a bare string or non-sequence batch (R-BATCH-1).
-    TYPE_ERROR = "TypeError"
-    #: ``TypeError`` or ``ValueError``: a malformed row, model call ID or reason (R-WRITE-1, R-WRITE-7).
-    INVALID_INPUT = "TypeError or ValueError"
-    INVALID_ROLLOUT_ID = "InvalidRolloutIdError"
-    ROLLOUT_RETIRED = "RolloutRetiredError"
-    CONFLICTING_RECORD = "ConflictingRecordError"
-
-    def matches(self, error: BaseException) -> bool:
-        """Whether an implementation's exception is the one this error value stands for."""
-        if self is ErrorKind.INVALID_ROLLOUT_ID:
-            return isinstance(error, InvalidRolloutIdError)
-        if self is ErrorKind.ROLLOUT_RETIRED:
-            return isinstance(error, RolloutRetiredError)
-        if self is ErrorKind.CONFLICTING_RECORD:
-            return isinstance(error, ConflictingRecordError)
-        if isinstance(error, CaptureLedgerError):
-            return False
-        if self is ErrorKind.TYPE_ERROR:
-            return isinstance(error, TypeError) and not isinstance(error, ValueError)
-        return isinstance(error, TypeError | ValueError)
-
-    @classmethod
-    def of(cls, error: BaseException) -> ErrorKind | None:
-        """The most specific kind an exception stands for, or ``None`` for an unexpected one."""
-        for kind in (
-            cls.ROLLOUT_RETIRED,
-            cls.INVALID_ROLLOUT_ID,
-            cls.CONFLICTING_RECORD,
-            cls.TYPE_ERROR,
-            cls.INVALID_INPUT,
-        ):
-            if kind.matches(error):
-                return kind
-        return None
-
-
-#: The errors only validation gives: they depend on the arguments, never on the state (R-BATCH-2).
-VALIDATION_ERRORS = frozenset({ErrorKind.INVALID_ROLLOUT_ID, ErrorKind.INVALID_INPUT, ErrorKind.TYPE_ERROR})
-
-
-@dataclass(frozen=True, slots=True)
-class Discarded:
-    """A write to a Retired rollout: no error, one warning naming ``staging_key`` if any (R-WRITE-4..5)."""
-
-    rollout_id: str
-    staging_key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestValue:
-    """A manifest as a value: canonical records and ``(model_call_id, reason)`` failures."""
-
-    records: tuple[str, ...] = ()
-    failures: tuple[tuple[str, str], ...] = ()
-
-    def to_manifest(self, rollout_id: str) -> Manifest:
-        """The ``Manifest`` dict an implementation returns."""
-        return {
-            "rollout_id": rollout_id,
-            "records": [json.loads(r) for r in self.records],
-            "failures": [{"model_call_id": m, "reason": r} for m, r in self.failures],
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """A ``RolloutRemoval`` as a value."""
-
-    removed: tuple[str, ...] = ()
-    absent: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Ok:
-    """A successful result; ``value`` is ``None``, ``Discarded``, ``str``, ``bool``,
-    ``ManifestValue`` or ``Removal``."""
-
-    value: object = None
-
-
-@dataclass(frozen=True, slots=True)
-class Err:
-    """A failed operation; nothing changed (R-BATCH-2)."""
-
-    kind: ErrorKind
-
-
-Result = Ok | Err
-
-
-def manifest_value_of(manifest: Mapping[str, Any]) -> ManifestValue:
-    """The value of an implementation's manifest, for comparison with the model's.
-
-    Raises:
-        TypeError, ValueError, KeyError: the manifest is not shaped as ``Manifest``.
-    """
-    return ManifestValue(
-        tuple(canonical_json(r) for r in manifest["records"]),
-        tuple((f["model_call_id"], f["reason"]) for f in manifest["failures"]),
-    )
 
 
 def _manifest_of(entries: Iterable[Entry]) -> ManifestValue:
