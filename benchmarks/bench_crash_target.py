@@ -94,12 +94,17 @@ def main() -> int:
         (
             "examples.directory_ledger, traced",
             _outside(
-                Target("examples.directory_ledger:open_ledger", cwd=ROOT), workloads, models, args.budget
+                Target(target="examples.directory_ledger:open_ledger", cwd=ROOT),
+                workloads,
+                models,
+                args.budget,
             ),
         ),
         (
             "examples.sqlite_ledger, traced",
-            _outside(Target("examples.sqlite_ledger:open_ledger", cwd=ROOT), workloads, models, args.budget),
+            _outside(
+                Target(target="examples.sqlite_ledger:open_ledger", cwd=ROOT), workloads, models, args.budget
+            ),
         ),
     ]
     print("| recorder | images | s exploring | images/s | s recording |")

@@ -56,7 +56,7 @@ def run_target(args: argparse.Namespace) -> int:
     if unknown:
         raise UsageError(f"workload {', '.join(unknown)} runs with --kernel only")
     models = [m for m in MODELS if m in (args.model or MODELS)]
-    target = Target(args.target, tuple(parse_options(args.option).items()), cwd=Path.cwd())
+    target = Target(target=args.target, options=tuple(parse_options(args.option).items()), cwd=Path.cwd())
     try:
         study = study_targets(
             [target],

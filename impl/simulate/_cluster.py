@@ -30,7 +30,7 @@ __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]
 EXTEND = "capture_ledger.impl.simulate._inference:extend"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class DirectoryState:
     """What a lineage directory holds (lock files aside)."""
 
@@ -62,10 +62,12 @@ def measure(directory: Path) -> DirectoryState:
                 ledgers.append(entry.name.removesuffix(LEDGER_SUFFIX))
             elif entry.name.endswith(FENCE_SUFFIX):
                 fences += 1
-    return DirectoryState(len(ledgers), ledger_bytes, fences, tuple(sorted(ledgers)))
+    return DirectoryState(
+        ledgers=len(ledgers), ledger_bytes=ledger_bytes, fences=fences, ledger_names=tuple(sorted(ledgers))
+    )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Server:
     """A running server of the cluster."""
 
@@ -111,7 +113,14 @@ class Cluster:
         try:
             with ThreadPoolExecutor(len(self._processes)) as pool:
                 for started in pool.map(ServerProcess.start, self._processes):
-                    self.servers.append(Server(started.url, started.directory, self.workers, started.pid))
+                    self.servers.append(
+                        Server(
+                            url=started.url,
+                            directory=started.directory,
+                            workers=self.workers,
+                            pid=started.pid,
+                        )
+                    )
         except BaseException:
             self.stop()
             raise

@@ -70,10 +70,10 @@ def _measure_all(servers: list[Server]) -> DirectoryState:
     states = [measure(server.directory) for server in servers]
     names = tuple(sorted(name for state in states for name in state.ledger_names))
     return DirectoryState(
-        sum(s.ledgers for s in states),
-        sum(s.ledger_bytes for s in states),
-        sum(s.fences for s in states),
-        names,
+        ledgers=sum(s.ledgers for s in states),
+        ledger_bytes=sum(s.ledger_bytes for s in states),
+        fences=sum(s.fences for s in states),
+        ledger_names=names,
     )
 
 

@@ -29,7 +29,7 @@ from capture_ledger.impl.simulate._scrape import WorkerMetrics
 __all__ = ["ArmOutcome", "Latency", "latency", "us_per_id"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Latency:
     """Milliseconds: percentiles and mean of a set of durations."""
 
@@ -42,13 +42,13 @@ class Latency:
 def latency(values: Sequence[float]) -> Latency:
     """The percentiles (nearest rank) and mean of ``values``; NaN for none."""
     if not values:
-        return Latency(0, math.nan, math.nan, math.nan)
+        return Latency(count=0, p50=math.nan, p99=math.nan, mean=math.nan)
     ordered = sorted(values)
 
     def rank(q: float) -> float:
         return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
-    return Latency(len(ordered), rank(0.50), rank(0.99), sum(ordered) / len(ordered))
+    return Latency(count=len(ordered), p50=rank(0.50), p99=rank(0.99), mean=sum(ordered) / len(ordered))
 
 
 def us_per_id(seconds: float, ids: float) -> float:
@@ -56,7 +56,7 @@ def us_per_id(seconds: float, ids: float) -> float:
     return seconds / ids * 1e6 if ids else math.nan
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class ArmOutcome:
     """What one arm did and what it left."""
 
@@ -95,8 +95,12 @@ class ArmOutcome:
     run_metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     end_metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
     workers_reached: int = 0
-    before_delete: DirectoryState = field(default_factory=lambda: DirectoryState(0, 0, 0, ()))
-    end: DirectoryState = field(default_factory=lambda: DirectoryState(0, 0, 0, ()))
+    before_delete: DirectoryState = field(
+        default_factory=lambda: DirectoryState(ledgers=0, ledger_bytes=0, fences=0, ledger_names=())
+    )
+    end: DirectoryState = field(
+        default_factory=lambda: DirectoryState(ledgers=0, ledger_bytes=0, fences=0, ledger_names=())
+    )
     final_delete: RemovalRequests = field(default_factory=RemovalRequests)
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)
     seconds: float = 0.0

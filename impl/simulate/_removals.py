@@ -38,7 +38,7 @@ class RemovalServerError(RuntimeError):
     """A removal request answered with something other than a well-formed 200."""
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class RemovalRequests:
     """What the removal requests of one queue cost: count, IDs and seconds (client side)."""
 

@@ -53,7 +53,7 @@ def load_average() -> str:
         return "unknown"
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class SimulationResult:
     """Every arm's outcome, and when and under which load the run happened."""
 

@@ -132,7 +132,7 @@ class Scenario:
         return phases
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Arm:
     """One arm: its name, its rollouts, and how it removes them (``None``: never, the baseline)."""
 

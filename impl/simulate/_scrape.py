@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 __all__ = ["WorkerMetrics", "parse_metrics", "scrape_every_worker"]
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class WorkerMetrics:
     """One worker's figures (or their sum over workers).
 

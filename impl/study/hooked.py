@@ -20,7 +20,7 @@ from capture_ledger.impl.store.fs import FileStat, FileSystem, SyncWait
 __all__ = ["AfterHook", "BeforeHook", "FsCall", "HookedFileSystem"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FsCall:
     """One call through a ``HookedFileSystem``, as its hooks see it.
 
@@ -98,7 +98,7 @@ class HookedFileSystem:
 
     def _on_fd(self, method: str, fd: int, *rest: object) -> FsCall:
         name = self.name_of(fd)
-        return FsCall(method, name, (name, *rest), fd)
+        return FsCall(method=method, name=name, args=(name, *rest), fd=fd)
 
     def _opened(self, name: str, fd: int | None) -> int | None:
         if fd is not None:
@@ -106,20 +106,22 @@ class HookedFileSystem:
         return fd
 
     def lock(self, stripe: int) -> None:
-        self.around(FsCall("lock", "", (stripe,)), lambda: self.inner.lock(stripe))
+        self.around(FsCall(method="lock", name="", args=(stripe,)), lambda: self.inner.lock(stripe))
 
     def unlock(self, stripe: int) -> None:
-        self.around(FsCall("unlock", "", (stripe,)), lambda: self.inner.unlock(stripe))
+        self.around(FsCall(method="unlock", name="", args=(stripe,)), lambda: self.inner.unlock(stripe))
 
     def stat(self, name: str) -> FileStat | None:
-        return self.around(FsCall("stat", name, (name,)), lambda: self.inner.stat(name))
+        return self.around(FsCall(method="stat", name=name, args=(name,)), lambda: self.inner.stat(name))
 
     def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
-        return self.around(FsCall("read", name, (name, offset)), lambda: self.inner.read(name, offset))
+        return self.around(
+            FsCall(method="read", name=name, args=(name, offset)), lambda: self.inner.read(name, offset)
+        )
 
     def open_append(self, name: str, *, create: bool) -> int | None:
         return self.around(
-            FsCall("open_append", name, (name, create)),
+            FsCall(method="open_append", name=name, args=(name, create)),
             lambda: self._opened(name, self.inner.open_append(name, create=create)),
         )
 
@@ -137,20 +139,21 @@ class HookedFileSystem:
 
     def create_file(self, name: str) -> int | None:
         return self.around(
-            FsCall("create_file", name, (name,)), lambda: self._opened(name, self.inner.create_file(name))
+            FsCall(method="create_file", name=name, args=(name,)),
+            lambda: self._opened(name, self.inner.create_file(name)),
         )
 
     def unlink(self, name: str) -> bool:
-        return self.around(FsCall("unlink", name, (name,)), lambda: self.inner.unlink(name))
+        return self.around(FsCall(method="unlink", name=name, args=(name,)), lambda: self.inner.unlink(name))
 
     def sync_dir(self) -> None:
-        self.around(FsCall("sync_dir", "", ()), self.inner.sync_dir)
+        self.around(FsCall(method="sync_dir", name="", args=()), self.inner.sync_dir)
 
     def syncfs(self) -> None:
-        self.around(FsCall("syncfs", "", ()), self.inner.syncfs)
+        self.around(FsCall(method="syncfs", name="", args=()), self.inner.syncfs)
 
     def listdir(self) -> list[str]:
-        return self.around(FsCall("listdir", "", ()), self.inner.listdir)
+        return self.around(FsCall(method="listdir", name="", args=()), self.inner.listdir)
 
     def fstat(self, fd: int) -> FileStat:
         return self.around(self._on_fd("fstat", fd), lambda: self.inner.fstat(fd))
@@ -163,16 +166,18 @@ class HookedFileSystem:
 
     def generation(self, stripe: int, slot: int) -> int:
         return self.around(
-            FsCall("generation", "", (stripe, slot)), lambda: self.inner.generation(stripe, slot)
+            FsCall(method="generation", name="", args=(stripe, slot)),
+            lambda: self.inner.generation(stripe, slot),
         )
 
     def advance_generation(self, stripe: int, slot: int) -> None:
         self.around(
-            FsCall("advance_generation", "", (stripe, slot)),
+            FsCall(method="advance_generation", name="", args=(stripe, slot)),
             lambda: self.inner.advance_generation(stripe, slot),
         )
 
     def await_sync(self, register: SyncWait, ticket: int) -> None:
         self.around(
-            FsCall("await_sync", "", (register, ticket)), lambda: self.inner.await_sync(register, ticket)
+            FsCall(method="await_sync", name="", args=(register, ticket)),
+            lambda: self.inner.await_sync(register, ticket),
         )

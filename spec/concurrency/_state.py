@@ -37,7 +37,7 @@ class Ledger:
     rows: tuple[Row, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Local:
     """A client's registers within its current call."""
 
@@ -58,7 +58,7 @@ class Local:
 CallRecord = tuple[int, int, model.Result | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class State:
     """The directory, the locks, the handles' caches, the clients' registers, and the ghost state."""
 

@@ -241,7 +241,7 @@ MANIFEST = Path(__file__).with_name("manifest.json")
 
 
 # --------------------------------------------------------------------------------------------- results
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Counterexample:
     """A violated property, the numbered steps that lead to it, and what is wrong."""
 
@@ -270,7 +270,7 @@ REQUIREMENTS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class StepExploration:
     """What ``explore`` did on the step-level model: states visited, complete executions, time, and the
     counterexample if any."""
@@ -313,7 +313,9 @@ def history_of(config: Config, state: State) -> list[Event]:
         for index, (invoked_after, returned_at, result) in enumerate(records):
             op = operation_of(config.clients[client].calls[index])
             returned = None if returned_at < 0 else 2.0 * (returned_at + 1)
-            events.append(Event(client, op, 2.0 * invoked_after + 1, returned, result))
+            events.append(
+                Event(client=client, op=op, invoked=2.0 * invoked_after + 1, returned=returned, result=result)
+            )
     if all(is_done(config, state, c) for c in range(len(config.clients))):
         time_ = 2.0 * state.returns + 3
         observer = len(config.clients)
@@ -327,8 +329,24 @@ def history_of(config: Config, state: State) -> list[Event]:
             else:
                 manifest = model.Ok(model.ManifestValue())
             admitted = model.Ok(None if fence else staging_key(rollout_id, "final"))
-            events.append(Event(observer, model.ReadManifest(rollout_id), time_, time_ + 0.5, manifest))
-            events.append(Event(observer, model.Admit(rollout_id, "final"), time_ + 1, time_ + 1.5, admitted))
+            events.append(
+                Event(
+                    client=observer,
+                    op=model.ReadManifest(rollout_id),
+                    invoked=time_,
+                    returned=time_ + 0.5,
+                    result=manifest,
+                )
+            )
+            events.append(
+                Event(
+                    client=observer,
+                    op=model.Admit(rollout_id, "final"),
+                    invoked=time_ + 1,
+                    returned=time_ + 1.5,
+                    result=admitted,
+                )
+            )
             time_ += 2
     return events
 
@@ -397,8 +415,17 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
             steps.append(link[1])
             schedule.append(link[2])
             link = parents[link[0]]
-        example = Counterexample(prop, tuple(reversed(steps)), detail, tuple(reversed(schedule)))
-        return StepExploration(config.name, off, len(parents), complete, time.perf_counter() - began, example)
+        example = Counterexample(
+            property=prop, steps=tuple(reversed(steps)), detail=detail, schedule=tuple(reversed(schedule))
+        )
+        return StepExploration(
+            config=config.name,
+            guards_off=off,
+            states=len(parents),
+            complete=complete,
+            seconds=time.perf_counter() - began,
+            counterexample=example,
+        )
 
     while queue:
         state = queue.popleft()
@@ -424,7 +451,14 @@ def explore(config: Config, guards: Guards | None = None, *, linearizability: bo
             verdict = check_history(history_of(config, state))
             if isinstance(verdict, Violation):
                 return stop(state, LINEARIZABILITY, verdict.counterexample)
-    return StepExploration(config.name, off, len(parents), complete, time.perf_counter() - began, None)
+    return StepExploration(
+        config=config.name,
+        guards_off=off,
+        states=len(parents),
+        complete=complete,
+        seconds=time.perf_counter() - began,
+        counterexample=None,
+    )
 
 
 def ablation(configs: dict[str, Config] | None = None) -> dict[str, dict[str, StepExploration]]:

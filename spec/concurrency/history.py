@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Event:
     """One operation of a history: invocation, return (or ``None`` if it never returned) and result."""
 

@@ -78,7 +78,7 @@ STATES: tuple[tuple[str, RolloutState], ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class OperationCase:
     """One row of the table: a representative operation on rollout ``r1`` and the requirements it shows."""
 
@@ -90,33 +90,57 @@ class OperationCase:
 #: Ordered from the simplest to the most complex, writes first (the order of SPEC.md §Operations).
 CASES: tuple[OperationCase, ...] = (
     OperationCase(
-        "`record` a new row",
-        Record(_ID, {"model_call_id": "c2", "staging_key": "r1/c2"}),
-        ("R-WRITE-2", "R-WRITE-4"),
+        label="`record` a new row",
+        operation=Record(_ID, {"model_call_id": "c2", "staging_key": "r1/c2"}),
+        requirements=("R-WRITE-2", "R-WRITE-4"),
     ),
-    OperationCase("`record` the identical row again", Record(_ID, _ROW), ("R-WRITE-3",)),
     OperationCase(
-        "`record` a different row for a recorded call",
-        Record(_ID, {"model_call_id": "c1", "staging_key": "r1/other"}),
-        ("R-WRITE-3",),
+        label="`record` the identical row again", operation=Record(_ID, _ROW), requirements=("R-WRITE-3",)
     ),
-    OperationCase("`record_failure` a new failure", RecordFailure(_ID, "c3", "timeout"), ("R-WRITE-7",)),
     OperationCase(
-        "`record_failure` the identical failure again", RecordFailure(_ID, "c0", "timeout"), ("R-WRITE-7",)
+        label="`record` a different row for a recorded call",
+        operation=Record(_ID, {"model_call_id": "c1", "staging_key": "r1/other"}),
+        requirements=("R-WRITE-3",),
     ),
-    OperationCase("`record` an invalid row", Record(_ID, {"model_call_id": ""}), ("R-WRITE-1",)),
-    OperationCase("`admit`", Admit(_ID, "c9"), ("R-ADMIT-1", "R-ADMIT-2")),
-    OperationCase("`manifest`", ReadManifest(_ID), ("R-READ-1", "R-READ-2", "R-READ-3")),
-    OperationCase("`has_rows`", HasRows(_ID), ("R-READ-4",)),
-    OperationCase("`retire([r1])`", Retire([_ID]), ("R-RETIRE-1", "R-RETIRE-2", "R-RETIRE-3", "R-RETIRE-4")),
-    OperationCase("`delete([r1])`", Delete([_ID]), ("R-DELETE-1", "R-DELETE-2")),
-    OperationCase("`retire([r1, r1])` (a duplicate)", Retire([_ID, _ID]), ("R-BATCH-3",)),
-    OperationCase("`retire([])` (empty batch)", Retire([]), ("R-BATCH-4",)),
     OperationCase(
-        "`retire([r1, '../x'])` (an invalid ID in the batch)", Retire([_ID, "../x"]), ("R-BATCH-2",)
+        label="`record_failure` a new failure",
+        operation=RecordFailure(_ID, "c3", "timeout"),
+        requirements=("R-WRITE-7",),
     ),
-    OperationCase('`retire("r1")` (a bare string)', Retire(_ID), ("R-BATCH-1",)),
-    OperationCase("`manifest('../x')` (an invalid ID)", ReadManifest("../x"), ("R-ID-1",)),
+    OperationCase(
+        label="`record_failure` the identical failure again",
+        operation=RecordFailure(_ID, "c0", "timeout"),
+        requirements=("R-WRITE-7",),
+    ),
+    OperationCase(
+        label="`record` an invalid row",
+        operation=Record(_ID, {"model_call_id": ""}),
+        requirements=("R-WRITE-1",),
+    ),
+    OperationCase(label="`admit`", operation=Admit(_ID, "c9"), requirements=("R-ADMIT-1", "R-ADMIT-2")),
+    OperationCase(
+        label="`manifest`", operation=ReadManifest(_ID), requirements=("R-READ-1", "R-READ-2", "R-READ-3")
+    ),
+    OperationCase(label="`has_rows`", operation=HasRows(_ID), requirements=("R-READ-4",)),
+    OperationCase(
+        label="`retire([r1])`",
+        operation=Retire([_ID]),
+        requirements=("R-RETIRE-1", "R-RETIRE-2", "R-RETIRE-3", "R-RETIRE-4"),
+    ),
+    OperationCase(label="`delete([r1])`", operation=Delete([_ID]), requirements=("R-DELETE-1", "R-DELETE-2")),
+    OperationCase(
+        label="`retire([r1, r1])` (a duplicate)", operation=Retire([_ID, _ID]), requirements=("R-BATCH-3",)
+    ),
+    OperationCase(label="`retire([])` (empty batch)", operation=Retire([]), requirements=("R-BATCH-4",)),
+    OperationCase(
+        label="`retire([r1, '../x'])` (an invalid ID in the batch)",
+        operation=Retire([_ID, "../x"]),
+        requirements=("R-BATCH-2",),
+    ),
+    OperationCase(label='`retire("r1")` (a bare string)', operation=Retire(_ID), requirements=("R-BATCH-1",)),
+    OperationCase(
+        label="`manifest('../x')` (an invalid ID)", operation=ReadManifest("../x"), requirements=("R-ID-1",)
+    ),
 )
 
 

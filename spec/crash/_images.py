@@ -63,7 +63,7 @@ class DiskImage:
         return dict(self.files)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Baseline:
     """The durable starting point: ``(name, inode, bytes)`` for every file present before the trace,
     ``directories`` as ``(name, inode)``, and ``freed``, the bytes of files removed before it whose blocks
@@ -138,7 +138,7 @@ def _present(name: str, directories: set[str]) -> bool:
     return True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Alternative:
     """A product of independent per-name choices: ``options[i]`` are name ``names[i]``'s possible contents.
     Names with a single option are fixed. ``aliases`` are ``(alias, name)`` pairs: the alias is another

@@ -71,7 +71,7 @@ class UnsupportedEffectError(ValueError):
     """A trace holds an effect no model follows (``Unsupported``); the message says which."""
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Replay:
     """What a trace prefix did, in the terms every model needs (see the module docstring)."""
 

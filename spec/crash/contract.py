@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Span:
     """One store operation as a crash saw it: invoked before the crash; ``returned`` before it too or not.
 
@@ -183,7 +183,8 @@ def broken_clauses(
     pending = [s for s in named if not s.returned]
     if pending:
         inert = [
-            Span(HasRows(rollout_id), False, s.follows) if s in pending else s for s in history
+            Span(op=HasRows(rollout_id), returned=False, follows=s.follows) if s in pending else s
+            for s in history
         ]  # the returned operations alone (a read changes nothing)
         ops = [s.op for s in pending]
         if any(
@@ -194,7 +195,11 @@ def broken_clauses(
     clauses: list[str] = []
     for index, span in enumerate(history):
         if span.returned and touches(span.op, rollout_id):
-            relaxed = [*history[:index], Span(span.op, False, span.follows), *history[index + 1 :]]
+            relaxed = [
+                *history[:index],
+                Span(op=span.op, returned=False, follows=span.follows),
+                *history[index + 1 :],
+            ]
             if observed in allowed_states(relaxed, rollout_id, initial=initial):
                 clauses.append(_clause_of(span.op))
     if clauses:

@@ -222,7 +222,7 @@ class Journaled:
                 for n in names
             )
             aliases = tuple((alias, ns[0]) for ns in named.values() for alias in ns[1:])
-            alternatives.append(Alternative(names, options, aliases))
+            alternatives.append(Alternative(names=names, options=options, aliases=aliases))
         return ImageSpace(tuple(alternatives))
 
 
@@ -253,7 +253,7 @@ def _independent_space(state: Replay, *, inode_may_vanish: bool, zero_block: int
             else:
                 parts.append(_options(state, inode, may_vanish=inode_may_vanish, block=zero_block))
         options.append(_flatten(parts))
-    return ImageSpace((Alternative(names, tuple(options)),))
+    return ImageSpace((Alternative(names=names, options=tuple(options)),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +273,7 @@ class WeakestPosix:
         return _independent_space(replay(baseline, effects), inode_may_vanish=False)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class NoJournalExt4:
     """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd, and unsynced
     blocks of ``block_size`` bytes may read as zeros; see the module docstring. ``block_size=0`` is the

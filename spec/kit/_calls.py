@@ -105,7 +105,7 @@ class Opaque:
         return f"<{self.type_name}: {self.text}>"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Outcome:
     """What one call of the ledger did, as plain data.
 
@@ -258,7 +258,7 @@ class CallRunner:
             except BaseException as failed:  # the ledger's format arguments
                 problem = f"logged a warning that cannot be formatted ({type(failed).__name__}: {failed})"
         text = "" if error is None else error_text(error)
-        return Outcome(value, error, text, tuple(messages), problem)
+        return Outcome(value=value, error=error, error_text=text, warnings=tuple(messages), problem=problem)
 
     def close(self) -> None:
         """Close the event loop and end the worker thread, unless a call hung or was interrupted."""

@@ -24,7 +24,7 @@ from capture_ledger.spec.core.protocol import OPERATIONS, CaptureLedger
 __all__ = ["ProtocolCheck", "check_protocol", "select_operations"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class ProtocolCheck:
     """How an object measures up to ``CaptureLedger``.
 
@@ -110,7 +110,11 @@ def check_protocol(ledger: Any) -> ProtocolCheck:
         if actual != expected:
             differences.append(f"{name}{actual} (the protocol: {name}{expected})")
     return ProtocolCheck(
-        type(ledger).__name__, tuple(present), tuple(missing), tuple(coroutines), tuple(differences)
+        type_name=type(ledger).__name__,
+        present=tuple(present),
+        missing=tuple(missing),
+        coroutines=tuple(coroutines),
+        differences=tuple(differences),
     )
 
 

@@ -44,7 +44,7 @@ _REMOVALS = ("retire", "delete")
 _NEVER = ("never",)  # no method has this name: the requirement is never checked
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Scope:
     """A requirement the kit can find broken, and what it needs to check it.
 
@@ -72,37 +72,37 @@ class Scope:
 
 #: The requirements the kit can find broken, in SPEC.md's order.
 SCOPE: tuple[Scope, ...] = (
-    Scope("R-ID-1", any_of=OPERATIONS),
-    Scope("R-ID-2", any_of=OPERATIONS),
-    Scope("R-ID-3", needs=("admit",)),
-    Scope("R-BATCH-1", any_of=_REMOVALS),
-    Scope("R-BATCH-2", any_of=_REMOVALS),
-    Scope("R-BATCH-3", any_of=_REMOVALS),
-    Scope("R-BATCH-4", any_of=_REMOVALS),
-    Scope("R-WRITE-1", needs=("record",)),
-    Scope("R-WRITE-2", needs=("record",), any_of=("manifest", "has_rows")),
-    Scope("R-WRITE-3", needs=("record",)),
-    Scope("R-WRITE-4", needs=("retire",), any_of=_WRITES),
-    Scope("R-WRITE-5", needs=("retire",), any_of=_WRITES),
-    Scope("R-WRITE-6", needs=_NEVER),
-    Scope("R-WRITE-7", needs=("record_failure",)),
-    Scope("R-WRITE-8", needs=("record", "record_failure")),
-    Scope("R-ADMIT-1", needs=("admit",)),
-    Scope("R-ADMIT-2", needs=("admit", "retire")),
-    Scope("R-READ-1", needs=("manifest",)),
-    Scope("R-READ-2", needs=("manifest",), any_of=_WRITES),
-    Scope("R-READ-3", needs=("manifest", "retire")),
-    Scope("R-READ-4", needs=("has_rows",)),
-    Scope("R-RETIRE-1", needs=("retire",), any_of=_WRITES),
-    Scope("R-RETIRE-2", needs=("retire",)),
-    Scope("R-RETIRE-3", needs=_NEVER),
-    Scope("R-RETIRE-4", needs=("retire",)),
-    Scope("R-DELETE-1", needs=("delete",), any_of=_WRITES),
-    Scope("R-DELETE-2", needs=("delete",)),
-    Scope("R-DELETE-3", needs=("delete",), any_of=_WRITES),
-    Scope("R-KIT-4", handles=2),
-    Scope("R-KIT-7"),
-    Scope("R-KIT-8"),
+    Scope(requirement="R-ID-1", any_of=OPERATIONS),
+    Scope(requirement="R-ID-2", any_of=OPERATIONS),
+    Scope(requirement="R-ID-3", needs=("admit",)),
+    Scope(requirement="R-BATCH-1", any_of=_REMOVALS),
+    Scope(requirement="R-BATCH-2", any_of=_REMOVALS),
+    Scope(requirement="R-BATCH-3", any_of=_REMOVALS),
+    Scope(requirement="R-BATCH-4", any_of=_REMOVALS),
+    Scope(requirement="R-WRITE-1", needs=("record",)),
+    Scope(requirement="R-WRITE-2", needs=("record",), any_of=("manifest", "has_rows")),
+    Scope(requirement="R-WRITE-3", needs=("record",)),
+    Scope(requirement="R-WRITE-4", needs=("retire",), any_of=_WRITES),
+    Scope(requirement="R-WRITE-5", needs=("retire",), any_of=_WRITES),
+    Scope(requirement="R-WRITE-6", needs=_NEVER),
+    Scope(requirement="R-WRITE-7", needs=("record_failure",)),
+    Scope(requirement="R-WRITE-8", needs=("record", "record_failure")),
+    Scope(requirement="R-ADMIT-1", needs=("admit",)),
+    Scope(requirement="R-ADMIT-2", needs=("admit", "retire")),
+    Scope(requirement="R-READ-1", needs=("manifest",)),
+    Scope(requirement="R-READ-2", needs=("manifest",), any_of=_WRITES),
+    Scope(requirement="R-READ-3", needs=("manifest", "retire")),
+    Scope(requirement="R-READ-4", needs=("has_rows",)),
+    Scope(requirement="R-RETIRE-1", needs=("retire",), any_of=_WRITES),
+    Scope(requirement="R-RETIRE-2", needs=("retire",)),
+    Scope(requirement="R-RETIRE-3", needs=_NEVER),
+    Scope(requirement="R-RETIRE-4", needs=("retire",)),
+    Scope(requirement="R-DELETE-1", needs=("delete",), any_of=_WRITES),
+    Scope(requirement="R-DELETE-2", needs=("delete",)),
+    Scope(requirement="R-DELETE-3", needs=("delete",), any_of=_WRITES),
+    Scope(requirement="R-KIT-4", handles=2),
+    Scope(requirement="R-KIT-7"),
+    Scope(requirement="R-KIT-8"),
 )
 
 #: Requirements whose failure ends a run: the kit cannot go on past a factory or ``close`` that fails

@@ -52,7 +52,7 @@ LOCK_PREFIX = ".capture-ledger.lock"
 __all__ = ["LOCK_PREFIX", "Comparison", "cross_check", "same_schedule", "store_target"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Comparison:
     """One configuration, workload and model, judged from both recordings."""
 
@@ -122,7 +122,9 @@ def store_target(config: str, *, threads: int = 0) -> Target:
     options: tuple[tuple[str, object], ...] = (("config", config),)
     if threads:
         options += (("threads", threads),)
-    return Target("capture_ledger.impl.study.crash.factories:open_store", options, label=config)
+    return Target(
+        target="capture_ledger.impl.study.crash.factories:open_store", options=options, label=config
+    )
 
 
 def _crash(clauses: frozenset[str]) -> frozenset[str]:
@@ -172,17 +174,17 @@ def cross_check(
                     mine = explore(seam, MODELS[model], budget=budget, seed=seed, observer_cache=cache)
                     theirs = explore_points(outside, model, ReadBack(reader), budget=budget, seed=seed)
                     comparison = Comparison(
-                        config,
-                        name,
-                        model,
-                        _crash(mine.clauses),
-                        mine.verdict,
-                        _crash(theirs.clauses),
-                        theirs.verdict,
-                        (seam.paused, outside.paused),
-                        mine.images,
-                        theirs.images,
-                        same_schedule(seam, outside),
+                        config=config,
+                        workload=name,
+                        model=model,
+                        seam=_crash(mine.clauses),
+                        seam_verdict=mine.verdict,
+                        outside=_crash(theirs.clauses),
+                        outside_verdict=theirs.verdict,
+                        paused=(seam.paused, outside.paused),
+                        seam_images=mine.images,
+                        outside_images=theirs.images,
+                        same_schedule=same_schedule(seam, outside),
                     )
                     found.append(comparison)
                     if progress is not None:

@@ -138,13 +138,19 @@ def _read_image(directory: Path, ids: Sequence[str], stripes: int, open_store: O
             states = abstract(read_snapshot(fs))
         except Exception as error:
             reason = f"the files do not map to states: {type(error).__name__}: {error}"
-            return Observation((), (), _findings(directory), reason, _culprit(error, ids))
+            return Observation(
+                states=(),
+                mismatches=(),
+                findings=_findings(directory),
+                unreadable=reason,
+                culprit=_culprit(error, ids),
+            )
         findings = _findings(directory)
         try:
             store = open_store(directory, fs)
         except Exception as error:
             reason = f"opening the store raised {type(error).__name__}: {error}"
-            return Observation((), (), findings, reason)
+            return Observation(states=(), mismatches=(), findings=findings, unreadable=reason)
         mismatches = []
         for rid in ids:
             try:
@@ -156,16 +162,21 @@ def _read_image(directory: Path, ids: Sequence[str], stripes: int, open_store: O
         except Exception as error:
             mismatches.append(f"{ids[0]}: closing the store raised {type(error).__name__}: {error}")
         return Observation(
-            tuple((rid, states.get(rid)) for rid in ids),
-            tuple(m for m in mismatches if m is not None),
-            findings,
+            states=tuple((rid, states.get(rid)) for rid in ids),
+            mismatches=tuple(m for m in mismatches if m is not None),
+            findings=findings,
         )
     finally:
         fs.close_all()
 
 
 def _hung(budget: float) -> Observation:
-    return Observation((), (), (), f"the store did not answer within {budget:g} s (a hang when reopened)")
+    return Observation(
+        states=(),
+        mismatches=(),
+        findings=(),
+        unreadable=f"the store did not answer within {budget:g} s (a hang when reopened)",
+    )
 
 
 class ImageObserver:

@@ -120,18 +120,18 @@ class RecordingFileSystem(HookedFileSystem):
             inode = next(self._next_inode)
             self._inode_of[name] = inode
             files.append((name, inode, read[1]))
-        self.baseline = Baseline(tuple(files))
+        self.baseline = Baseline(files=tuple(files))
 
     # ------------------------------------------------------------------------------------------ markers
     def invoke(self, op: int, label: str, *, thread: str = "main") -> None:
         """Mark that store operation ``op`` (described by ``label``) starts now."""
         with self._mutex:
-            self._append(Invoke(op, label, thread))
+            self._append(Invoke(op=op, label=label, thread=thread))
 
     def returned(self, op: int, outcome: str, *, raised: bool = False) -> None:
         """Mark that store operation ``op`` returned (or, with ``raised``, raised) now."""
         with self._mutex:
-            self._append(Return(op, outcome, raised))
+            self._append(Return(op=op, outcome=outcome, raised=raised))
 
     def effects(self) -> list[Effect]:
         """The recorded effects, without the markers."""
@@ -316,13 +316,13 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
             for index in range(len(workload.ops)):
                 run(index, main, "main")
         return Recording(
-            workload,
-            config,
-            recorder.baseline,
-            tuple(recorder.trace),
-            tuple(recorder.threads),
-            recorder.inode_names(),
-            paused,
+            workload=workload,
+            config=config,
+            baseline=recorder.baseline,
+            trace=tuple(recorder.trace),
+            threads=tuple(recorder.threads),
+            inode_names=recorder.inode_names(),
+            paused=paused,
         )
     finally:
         inner.close_all()
@@ -339,7 +339,7 @@ def run_paused(
 ) -> bool:
     """Run the paused operation (thread 0, ``paused``) against the others (thread 1, ``main``), each on its
     own handle, under ``PauseSchedule``; whether the schedule held (``scheduling.pause_held``)."""
-    schedule = PauseSchedule(0, pause.calls, pause.occurrence)
+    schedule = PauseSchedule(thread=0, calls=pause.calls, occurrence=pause.occurrence)
     programs = (
         ("paused", (pause.op,)),
         ("main", tuple(i for i in range(len(workload.ops)) if i != pause.op)),

@@ -94,7 +94,7 @@ _CHECKED = ("R-CONC-1", "R-CONC-2", "R-CONC-3", "R-STORE-9")
 OpenHandle = Callable[[Path, FileSystem], Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Scenario:
     """Operations to interleave: ``threads[i]`` runs on handle ``i``, after ``setup`` ran sequentially.
 
@@ -112,7 +112,7 @@ class Scenario:
     threads: tuple[tuple[Operation, ...], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Run:
     """One scheduled run: what was chosen, what happened, and the judgement (``verdict``: the
     linearizability checker's on the history; ``result``: the run's as a whole)."""
@@ -345,14 +345,14 @@ def _run_threads(
         thread.join(controller.timeout)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class _Node:
     decision: Decision
     chosen: int
     tried: set[int] = field(default_factory=set)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class ScheduleExploration:
     """The outcome of ``explore`` over a scenario's schedules: runs made, whether the bounded space was
     exhausted, failing runs."""
@@ -432,14 +432,26 @@ def explore(
         if replay is not None:
             failures.append(dataclasses.replace(run, stopped=replay))
             return ScheduleExploration(
-                scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
+                scenario=scenario.name,
+                preemption_bound=preemption_bound,
+                runs=runs,
+                exhausted=False,
+                failures=tuple(failures),
+                max_decisions=max_decisions,
             )
-        stack.extend(_Node(d, d.chosen, {d.chosen}) for d in run.decisions[len(stack) :])
+        stack.extend(
+            _Node(decision=d, chosen=d.chosen, tried={d.chosen}) for d in run.decisions[len(stack) :]
+        )
         if not run.ok:
             failures.append(run)
             if stop_at_first:
                 return ScheduleExploration(
-                    scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
+                    scenario=scenario.name,
+                    preemption_bound=preemption_bound,
+                    runs=runs,
+                    exhausted=False,
+                    failures=tuple(failures),
+                    max_decisions=max_decisions,
                 )
         while stack:
             node = stack[-1]
@@ -456,11 +468,21 @@ def explore(
             stack.pop()
         if not stack:
             return ScheduleExploration(
-                scenario.name, preemption_bound, runs, True, tuple(failures), max_decisions
+                scenario=scenario.name,
+                preemption_bound=preemption_bound,
+                runs=runs,
+                exhausted=True,
+                failures=tuple(failures),
+                max_decisions=max_decisions,
             )
         if runs >= max_runs:
             return ScheduleExploration(
-                scenario.name, preemption_bound, runs, False, tuple(failures), max_decisions
+                scenario=scenario.name,
+                preemption_bound=preemption_bound,
+                runs=runs,
+                exhausted=False,
+                failures=tuple(failures),
+                max_decisions=max_decisions,
             )
 
 

@@ -115,14 +115,14 @@ def scenario_of(config: Config) -> Scenario:
     if [client.handle for client in concurrent] != list(range(len(concurrent))):
         raise ValueError(f"{config.name}: concurrent clients must use handles 0..n-1, one each")
     return Scenario(
-        config.name,
-        tuple(ids[rollout_id] for rollout_id in config.ids),
-        tuple(
+        name=config.name,
+        rollout_ids=tuple(ids[rollout_id] for rollout_id in config.ids),
+        setup=tuple(
             (client.handle, _operation(c, ids))
             for client in config.clients[: config.setup]
             for c in client.calls
         ),
-        tuple(tuple(_operation(c, ids) for c in client.calls) for client in concurrent),
+        threads=tuple(tuple(_operation(c, ids) for c in client.calls) for client in concurrent),
     )
 
 
@@ -138,17 +138,24 @@ EXTRA: dict[str, Scenario] = {
     for s in [
         # Reads and a failure row between retire's phases see a fenced Live rollout (R-STATE-2).
         Scenario(
-            "retire-vs-reads",
-            ("a",),
-            _LIVE_A,
-            ((Retire(["a"]),), (HasRows("a"), RecordFailure("a", "m1", "timeout"), ReadManifest("a"))),
+            name="retire-vs-reads",
+            rollout_ids=("a",),
+            setup=_LIVE_A,
+            threads=(
+                (Retire(["a"]),),
+                (
+                    HasRows("a"),
+                    RecordFailure("a", "m1", "timeout"),
+                    ReadManifest("a"),
+                ),
+            ),
         ),
         # Handle 1 has read (cached) a's rows before handle 0 deletes and reuses the ID (R-STORE-7).
         Scenario(
-            "stale-cache-after-delete",
-            ("a",),
-            (*_LIVE_A, (1, ReadManifest("a"))),
-            ((Delete(["a"]), Record("a", _row(2))), (Record("a", _row(3)),)),
+            name="stale-cache-after-delete",
+            rollout_ids=("a",),
+            setup=(*_LIVE_A, (1, ReadManifest("a"))),
+            threads=((Delete(["a"]), Record("a", _row(2))), (Record("a", _row(3)),)),
         ),
     ]
 }

@@ -91,7 +91,7 @@ class SeamCall:
         return f"{self.name}({', '.join(repr(a) for a in self.args)})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class TraceStep:
     """What one thread did at one scheduling point, and what the call returned."""
 
@@ -104,7 +104,7 @@ class TraceStep:
         return f"T{self.thread} {self.call!r}{shown}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Decision:
     """A point where several threads were enabled: which, who ran last, and who was chosen."""
 
@@ -172,7 +172,7 @@ class ThreadSchedule:
         return default_choice(enabled, current)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class PauseSchedule:
     """Thread ``thread`` runs alone until it is about to make its ``occurrence``-th seam call named in
     ``calls``; there it waits while the other threads run, by ``default_choice``, as far as they can; then
@@ -293,7 +293,7 @@ class Controller:
                     raise _Aborted
                 self.cond.wait()
             self.turn = None
-        self.trace.append(TraceStep(tid, call))
+        self.trace.append(TraceStep(thread=tid, call=call))
 
     def note_result(self, result: object) -> None:
         # Only the thread holding the turn appends, so the last step is its own.
@@ -336,7 +336,9 @@ class Controller:
                 chosen = enabled[0]
                 if len(enabled) > 1:
                     chosen = self.schedule.choose(len(self.decisions), enabled, current, self.pending)
-                    self.decisions.append(Decision(tuple(enabled), current, chosen, len(self.trace)))
+                    self.decisions.append(
+                        Decision(enabled=tuple(enabled), current=current, chosen=chosen, step=len(self.trace))
+                    )
                 call = self.pending[chosen]
                 assert call is not None
                 if call.name == "lock":
@@ -398,7 +400,7 @@ def run_thread(
         for op, perform in steps:
             controller.park(tid, SeamCall("invoke", (op,)))
             result = perform()
-            controller.trace.append(TraceStep(tid, SeamCall("return", (op, result))))
+            controller.trace.append(TraceStep(thread=tid, call=SeamCall("return", (op, result))))
     except _Aborted:
         pass
     except BaseException as error:  # an exception the spec allows no operation to raise

@@ -28,7 +28,7 @@ WRITE, FLUSH, MARK = "W", "S", "M"
 _HEADER = struct.Struct("<1sQQIIQ")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class LogRecord:
     """One logged event: ``op`` is ``W``, ``S`` or ``M``; ``data`` the written bytes or the mark's text."""
 
@@ -73,5 +73,5 @@ def read_log(path: Path) -> list[LogRecord]:
                 break
             data = raw[position : position + length]
             position += length
-        records.append(LogRecord(kind, seq, offset, data))
+        records.append(LogRecord(op=kind, seq=seq, offset=offset, data=data))
     return records

@@ -44,7 +44,7 @@ def reader_class(image: DiskImage, skip: Collection[str] = ()) -> ReaderClass:
     return tuple(found)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class TraceWindow:
     """Where in the store's trace a crash state's crash happened: every event of ``trace[:completed]`` had
     completed, and any of ``trace[completed:reached]`` may have been under way; ``cuts`` are the trace

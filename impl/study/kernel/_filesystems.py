@@ -31,7 +31,7 @@ BLOCK_SIZE = 1024
 IMAGE_BYTES = 8 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FsConfig:
     """One file-system configuration: how to make and mount it, and the model it must stay inside."""
 

@@ -90,7 +90,7 @@ class MarkingRecorder(RecordingFileSystem):
             self.progress()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class KernelRecording:
     """One workload run on a real image: the store's recording, the image at ``START``, the block log.
 
@@ -128,13 +128,13 @@ def _drive(
             )
         mark("END")
         return Recording(
-            workload,
-            config,
-            replace(recorder.baseline, freed=freed_by_setup(workload, stripes=config.stripes)),
-            tuple(recorder.trace),
-            tuple(recorder.threads),
-            recorder.inode_names(),
-            paused,
+            workload=workload,
+            config=config,
+            baseline=replace(recorder.baseline, freed=freed_by_setup(workload, stripes=config.stripes)),
+            trace=tuple(recorder.trace),
+            threads=tuple(recorder.threads),
+            inode_names=recorder.inode_names(),
+            paused=paused,
         )
     finally:
         inner.close_all()
@@ -197,4 +197,11 @@ def record_on_kernel(workload: Workload, config: StoreConfig, fs: FsConfig, root
         for position, r in enumerate(records)
         if r.op == MARK and r.text.startswith("T ")
     )
-    return KernelRecording(fs, recording, start, tuple(records), marks, time.perf_counter() - started)
+    return KernelRecording(
+        fs=fs,
+        recording=recording,
+        base=start,
+        records=tuple(records),
+        marks=marks,
+        seconds=time.perf_counter() - started,
+    )

@@ -39,7 +39,7 @@ from capture_ledger.spec.crash.durability import DiskImage
 __all__ = ["Recovered", "Recoverer"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Recovered:
     """A recovered state: the lineage directory's files (lock files left out) and where they are mounted,
     or ``None`` with ``note`` saying why the kernel would not give them; ``note`` also says when the
@@ -133,7 +133,7 @@ class Recoverer:
         try:
             mount(self._device, self._target, self.fs.options)
         except OSError as error:
-            yield Recovered(None, None, _joined(note, f"mount failed: {error}"))
+            yield Recovered(image=None, directory=None, note=_joined(note, f"mount failed: {error}"))
             return
         try:
             directory = self._target / LEDGER_DIRECTORY
@@ -144,8 +144,12 @@ class Recoverer:
                     if name not in self.locks
                 }
             except OSError as error:
-                yield Recovered(None, None, _joined(note, f"the lineage directory cannot be read: {error}"))
+                yield Recovered(
+                    image=None,
+                    directory=None,
+                    note=_joined(note, f"the lineage directory cannot be read: {error}"),
+                )
                 return
-            yield Recovered(DiskImage.of(files), directory, note)
+            yield Recovered(image=DiskImage.of(files), directory=directory, note=note)
         finally:
             unmount(self._target)

@@ -29,7 +29,7 @@ from capture_ledger.impl.study.kernel._blocklog import FLUSH, WRITE, LogRecord
 __all__ = ["BlockWrite", "CrashState", "Epoch", "crash_states", "epochs", "materialize"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class BlockWrite:
     """One block of a logged write: the record's position in the log, the byte offset, the bytes."""
 
@@ -38,7 +38,7 @@ class BlockWrite:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Epoch:
     """The writes between two flushes: ``opened`` is the log position of the flush before it (-1: the
     start), ``closed`` that of the flush ending it (``None``: the last epoch, ended by ``END``)."""
@@ -49,7 +49,7 @@ class Epoch:
     closed: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class CrashState:
     """Every write of the epochs before ``epoch``, and the writes of ``epoch`` whose indexes are in
     ``kept``; ``kind`` is ``prefix`` or ``subset``. The crash happened in the log window
@@ -75,11 +75,17 @@ def epochs(records: Sequence[LogRecord], *, block: int) -> list[Epoch]:
     for position, record in enumerate(records):
         if record.op == WRITE:
             for start in range(0, len(record.data), block):
-                writes.append(BlockWrite(position, record.offset + start, record.data[start : start + block]))
+                writes.append(
+                    BlockWrite(
+                        position=position,
+                        offset=record.offset + start,
+                        data=record.data[start : start + block],
+                    )
+                )
         elif record.op == FLUSH:
-            found.append(Epoch(len(found), tuple(writes), opened, position))
+            found.append(Epoch(index=len(found), writes=tuple(writes), opened=opened, closed=position))
             writes, opened = [], position
-    found.append(Epoch(len(found), tuple(writes), opened, None))
+    found.append(Epoch(index=len(found), writes=tuple(writes), opened=opened, closed=None))
     return found
 
 
@@ -140,7 +146,7 @@ def crash_states(
                 continue
             seen.add(signature)
             low = max([epoch.opened, *(epoch.writes[i].position for i in kept)])
-            states.append(CrashState(epoch.index, kept, kind, low, high))
+            states.append(CrashState(epoch=epoch.index, kept=kept, kind=kind, low=low, high=high))
         for write in epoch.writes:
             durable[write.offset] = write.data
     return states, duplicates

@@ -51,7 +51,7 @@ from capture_ledger.spec.kit.crash import (
 __all__ = ["KernelBroken", "KernelCell", "OutsideModel", "kernel_cell", "trace_window"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class OutsideModel:
     """A kernel state the model does not allow: the model is unsound there."""
 
@@ -64,7 +64,7 @@ class OutsideModel:
     timeline: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class KernelBroken:
     """A kernel state that breaks the crash contract, with its block-level timeline."""
 
@@ -74,7 +74,7 @@ class KernelBroken:
     timeline: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class KernelCell:
     """One workload × store configuration × file system: what the kernel produced and how it was judged.
 
@@ -123,7 +123,7 @@ def trace_window(marks: Sequence[tuple[int, int]], low: int, high: int, length: 
         completed = count
     cuts = {completed} | {count for position, count in marks if low < position < high}
     reached = next((count for position, count in marks if position >= high), length)
-    return TraceWindow(completed, max(reached, completed), tuple(sorted(cuts)))
+    return TraceWindow(completed=completed, reached=max(reached, completed), cuts=tuple(sorted(cuts)))
 
 
 class _Judge:
@@ -141,7 +141,9 @@ class _Judge:
             labels = [describe_effect(e, self.recording.inode_names) for e in effects]
             spans = spans_at(self.recording, cut)
             allowed = {rid: allowed_states(spans, rid) for rid in self.ids}
-            self._cache[cut] = CrashPoint(cut, effects, labels, spans, allowed)
+            self._cache[cut] = CrashPoint(
+                cut=cut, effects=effects, labels=labels, spans=spans, allowed=allowed
+            )
         return self._cache[cut]
 
 
@@ -249,7 +251,14 @@ def kernel_cell(
                             kept = best.setdefault(clause, [])
                             if len(kept) < keep or violation.size() < kept[-1].violation.size():
                                 timeline = block_timeline(recorded, found, state)
-                                kept.append(KernelBroken(clause, state.label, violation, timeline))
+                                kept.append(
+                                    KernelBroken(
+                                        clause=clause,
+                                        state=state.label,
+                                        violation=violation,
+                                        timeline=timeline,
+                                    )
+                                )
                                 kept.sort(key=lambda b: b.violation.size())
                                 del kept[keep:]
                 _charge(costs, size, state_started)
@@ -310,7 +319,17 @@ class _Outside:
         timeline = block_timeline(recorded, self._found, state)
         config = recorded.recording.config.label
         fs = recorded.fs.name
-        kept.append(OutsideModel(self._workload.name, fs, config, model, state.label, files, timeline))
+        kept.append(
+            OutsideModel(
+                workload=self._workload.name,
+                fs=fs,
+                config=config,
+                model=model,
+                state=state.label,
+                image=files,
+                timeline=timeline,
+            )
+        )
 
 
 def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> None:

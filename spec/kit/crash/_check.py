@@ -170,7 +170,7 @@ def check_crashes(
     problem = tracing_problem()
     if problem is not None:
         raise TraceError(f"cannot trace {name}: {problem}")
-    target = Target(name, tuple((options or {}).items()), cwd=cwd or Path.cwd())
+    target = Target(target=name, options=tuple((options or {}).items()), cwd=cwd or Path.cwd())
     study = study_targets(
         [target],
         models=models,

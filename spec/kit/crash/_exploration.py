@@ -170,7 +170,7 @@ def explore_points(
     reason = _unsupported(recording)
     images = space_total = 0
     sampled = False
-    found = Counterexamples(keep)
+    found = Counterexamples(keep=keep)
     if reason is None:
         for point in crash_prefixes(recording):
             if first and found.best:

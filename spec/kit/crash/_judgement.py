@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class CrashViolation:
     """One image that breaks the contract: where the crash happened, what it left, and what was read.
 
@@ -91,7 +91,10 @@ def spans_at(recording: Recording, cut: int) -> tuple[Span, ...]:
     ``Invoke`` is before ``cut``, acknowledged once its ``Return`` (without raising) is; it follows every
     operation that ended before it was invoked.
     """
-    setup = [Span(op, True, frozenset(range(i))) for i, op in enumerate(recording.workload.setup)]
+    setup = [
+        Span(op=op, returned=True, follows=frozenset(range(i)))
+        for i, op in enumerate(recording.workload.setup)
+    ]
     offset = len(setup)
     invoked: dict[int, int] = {}
     returned: dict[int, int] = {}  # ended, acknowledged or not
@@ -110,7 +113,9 @@ def spans_at(recording: Recording, cut: int) -> tuple[Span, ...]:
         follows = set(range(offset)) | {
             index_of[other] for other, at in returned.items() if at < invoked[op] and other in index_of
         }
-        spans.append(Span(recording.workload.ops[op], op in acknowledged, frozenset(follows)))
+        spans.append(
+            Span(op=recording.workload.ops[op], returned=op in acknowledged, follows=frozenset(follows))
+        )
     return tuple(spans)
 
 
@@ -182,7 +187,7 @@ def crash_points(trace: Sequence[TraceEvent]) -> list[int]:
     return [*points, len(trace)]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class CrashPoint:
     """A crash at trace position ``cut``: the effects issued before it and their labels, the history as it
     saw it (``spans_at``) and the states ``allowed_states`` permits each rollout ID of the workload.
@@ -210,7 +215,13 @@ def crash_prefixes(recording: Recording) -> Iterator[CrashPoint]:
                 labels.append(describe_effect(event, recording.inode_names))
         position = cut
         spans = spans_at(recording, cut)
-        yield CrashPoint(cut, effects, labels, spans, {rid: allowed_states(spans, rid) for rid in ids})
+        yield CrashPoint(
+            cut=cut,
+            effects=effects,
+            labels=labels,
+            spans=spans,
+            allowed={rid: allowed_states(spans, rid) for rid in ids},
+        )
 
 
 def images_to_judge(space: ImageSpace, budget: int, *, seed: int) -> tuple[list[DiskImage], bool]:
@@ -261,7 +272,7 @@ def violations_of(
             )
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Counterexamples:
     """The violations found so far: how many, and the ``keep`` shortest (``CrashViolation.size``) of each
     clause."""

@@ -16,7 +16,7 @@ from capture_ledger.spec.core.model import RolloutState
 __all__ = ["Observation"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Observation:
     """What a fresh store read from one image: per-ID state from the files, API mismatches, check findings.
 

@@ -114,19 +114,25 @@ def observation_of(
     """The study's ``Observation`` of a reading: the states, disagreements as API mismatches (R-STATE-3),
     or why the image could not be read at all."""
     if reading.unreadable is not None:
-        return Observation((), (), (), reading.unreadable, None)
+        return Observation(states=(), mismatches=(), findings=(), unreadable=reading.unreadable, culprit=None)
     states: list[tuple[str, RolloutState]] = []
     mismatches: list[str] = []
     by_id = dict(reading.ids)
     for rid in ids:
         state, problems = state_of(by_id[rid], allowed.get(rid, ()))
         if state is None:
-            return Observation((), (), (), f"{rid} reads as no state: {'; '.join(problems)}", rid)
+            return Observation(
+                states=(),
+                mismatches=(),
+                findings=(),
+                unreadable=f"{rid} reads as no state: {'; '.join(problems)}",
+                culprit=rid,
+            )
         states.append((rid, state))
         mismatches += [f"{rid}: {problem}" for problem in problems]
     if reading.closed is not None:
         mismatches.append(f"{ids[0]}: closing the handle raised {reading.closed}")
-    return Observation(tuple(states), tuple(mismatches), ())
+    return Observation(states=tuple(states), mismatches=tuple(mismatches), findings=())
 
 
 class ReadBack:

@@ -45,7 +45,7 @@ _PROBE_CALL = "crash-probe"
 _METHODS = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class IdReading:
     """One rollout ID read back: each call's outcome as ``("ok", value)``, ``("retired",)`` (it raised
     ``RolloutRetiredError``) or ``("raised", text)``; ``None`` when the ledger has no such method. A
@@ -57,7 +57,7 @@ class IdReading:
     admit: tuple[Any, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Reading:
     """What a fresh handle read from one image: per ID, or why nothing could be read (``opened``: the
     factory raised; ``hung``; ``died``)."""
@@ -118,7 +118,7 @@ def _read_id(ledger: Any, rid: str, runner: Any) -> IdReading:
         admit = _call(ledger.admit, runner, rid, _PROBE_CALL)
         if admit[0] == "ok":
             admit = ("ok", admit[1] is not None)
-    return IdReading(manifest, has_rows, admit)
+    return IdReading(manifest=manifest, has_rows=has_rows, admit=admit)
 
 
 def _materialize(directory: Path, image: DiskImage) -> None:
@@ -151,7 +151,7 @@ def _serve(
                 _settle(close(), runner)
             except Exception as error:
                 closed = f"{type(error).__name__}: {error}"
-        return Reading(readings, closed=closed)
+        return Reading(ids=readings, closed=closed)
     finally:
         runner.close()
         shutil.rmtree(directory, ignore_errors=True)

@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Invoke:
     """Store operation number ``op`` was invoked (on ``thread``); ``label`` is its ``repr``."""
 
@@ -45,7 +45,7 @@ class Invoke:
     thread: str = "main"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Return:
     """Store operation number ``op`` returned; ``outcome`` is its result or raised exception, as text;
     ``raised`` when it raised (the caller got no acknowledgement)."""
@@ -82,7 +82,7 @@ class Fault:
     when: str = "before"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Pause:
     """A fixed schedule: operation ``op`` runs on its own handle and thread and is parked before its
     ``occurrence``-th seam call named in ``calls``; meanwhile the other operations run, in order, on the
@@ -94,7 +94,7 @@ class Pause:
     occurrence: int = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FaultAt:
     """During operation ``op``, its ``occurrence``-th seam call named ``call`` fails (``Fault``)."""
 
@@ -144,7 +144,7 @@ def run_operation(ledger: Any, op: Operation) -> object:
     raise TypeError(f"a crash workload writes; {op!r} is not a write")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Recording:
     """One recorded run: the baseline, the trace, and (for a scheduled workload) whether the schedule ran
     as designed: the parked operation reached its pause point and the others finished meanwhile."""

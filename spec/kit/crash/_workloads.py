@@ -23,7 +23,7 @@ def _retried(
     name: str, op: Operation, call: str, note: str, *, setup: tuple[Operation, ...] = ()
 ) -> Workload:
     """``op`` fails (EIO) at its first seam call named ``call``, and the caller retries it."""
-    return Workload(name=name, setup=setup, ops=(op, op), faults=(FaultAt(0, call),), note=note)
+    return Workload(name=name, setup=setup, ops=(op, op), faults=(FaultAt(op=0, call=call),), note=note)
 
 
 _SYNC = frozenset({"sync_dir", "syncfs"})
@@ -40,7 +40,10 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="record-append",
             setup=(Record("r1", _row("a")),),
-            ops=(Record("r1", _row("b")), RecordFailure("r1", "c", "timeout")),
+            ops=(
+                Record("r1", _row("b")),
+                RecordFailure("r1", "c", "timeout"),
+            ),
             note="appends to a durable ledger: data fsync",
         ),
         Workload(
@@ -59,7 +62,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="retire-overlap",
             ops=(Retire(["r1"]), Retire(["r1"])),
-            pause=Pause(0, _SYNC),
+            pause=Pause(op=0, calls=_SYNC),
             note="a second retire runs while the first has written its fence but not synced it: "
             "the sync when nothing was written",
         ),
@@ -73,7 +76,7 @@ WORKLOADS: dict[str, Workload] = {
             name="retire-delete-reuse",
             setup=(Record("r1", _row("a")),),
             ops=(Retire(["r1"]), Delete(["r1"]), Record("r1", _row("b"))),
-            pause=Pause(0, frozenset({"lock"}), 2),
+            pause=Pause(op=0, calls=frozenset({"lock"}), occurrence=2),
             note="a delete and a reuse run between retire's phases: the re-check (R-CONC-3)",
         ),
         _retried(

@@ -167,7 +167,13 @@ def _broken(
 ) -> Broken:
     text = "\n".join([*header, *program])
     message = "\n".join(part for part in (what, quoted(requirement)) if part)
-    return Broken(requirement, message, text, count_steps("\n".join(program)), shrunk)
+    return Broken(
+        requirement=requirement,
+        message=message,
+        counterexample=text,
+        steps=count_steps("\n".join(program)),
+        shrunk=shrunk,
+    )
 
 
 def judge_ledger(
@@ -234,16 +240,16 @@ def judge_ledger(
         )
     yes, no = checked(chosen, handles)
     return LedgerVerdict(
-        name,
-        handles,
-        chosen,
-        yes,
-        no,
-        tuple(broken),
-        counts.examples,
-        counts.steps,
-        time.perf_counter() - started,
-        protocol,
+        target=name,
+        handles=handles,
+        operations=chosen,
+        checked=yes,
+        not_checked=no,
+        broken=tuple(broken),
+        examples=counts.examples,
+        steps=counts.steps,
+        seconds=time.perf_counter() - started,
+        protocol=protocol,
     )
 
 

@@ -41,7 +41,7 @@ def count_steps(text: str) -> int:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Broken:
     """One broken requirement.
 
@@ -60,7 +60,7 @@ class Broken:
     shrunk: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class LedgerVerdict:
     """The kit's report on the ledgers one factory opens (``result``: the same as a shared verdict).
 

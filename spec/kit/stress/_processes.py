@@ -21,6 +21,7 @@ delete as one point, stricter than R-CRASH-4 there).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import random
 import shutil
@@ -219,12 +220,10 @@ def run_processes(
                         continue
                     calls.append(
                         Call(
-                            type(event)(
-                                processes * threads, event.op, event.invoked, event.returned, event.result
-                            ),
-                            call.raised,
-                            call.ended,
-                            call.hung,
+                            event=dataclasses.replace(event, client=processes * threads),
+                            raised=call.raised,
+                            ended=call.ended,
+                            hung=call.hung,
                         )
                     )
             recording += time.perf_counter() - started

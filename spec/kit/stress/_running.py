@@ -49,7 +49,7 @@ def monotonic() -> float:
     return float(time.monotonic_ns())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Call:
     """One recorded call.
 
@@ -142,7 +142,7 @@ class _Clients:
         with self.lock:
             self.current[client] = (op, invoked)
         if self.observer is not None:
-            self.observer(Call(Event(self.base + client, op, invoked)))
+            self.observer(Call(event=Event(client=self.base + client, op=op, invoked=invoked)))
         return invoked
 
     def end(self, client: int, op: Operation, invoked: float, outcome: Any) -> None:
@@ -150,10 +150,10 @@ class _Clients:
         number = self.base + client
         try:
             result = observe(op, outcome)
-            call = Call(Event(number, op, invoked, returned, result))
+            call = Call(event=Event(client=number, op=op, invoked=invoked, returned=returned, result=result))
         except Exception as problem:  # an exception no operation may raise, or a value of no shape
             text = error_text(outcome) if isinstance(outcome, BaseException) else str(problem)
-            call = Call(Event(number, op, invoked), raised=text, ended=returned)
+            call = Call(event=Event(client=number, op=op, invoked=invoked), raised=text, ended=returned)
         with self.lock:
             self.current.pop(client, None)
             self.calls.append(call)
@@ -167,7 +167,10 @@ class _Clients:
 
     def finish(self) -> tuple[Call, ...]:
         with self.lock:
-            hung = [Call(Event(self.base + c, op, t), hung=True) for c, (op, t) in self.current.items()]
+            hung = [
+                Call(event=Event(client=self.base + c, op=op, invoked=t), hung=True)
+                for c, (op, t) in self.current.items()
+            ]
             calls = [*self.calls, *hung]
         return tuple(in_invocation_order(calls))
 

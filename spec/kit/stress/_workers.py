@@ -57,10 +57,10 @@ def call_from_json(line: str) -> Call:
     event = event_from_json(line)
     ended = data.get("ended")
     return Call(
-        event,
-        str(data.get("raised") or ""),
-        float(ended) if ended is not None else None,
-        bool(data.get("hung")),
+        event=event,
+        raised=str(data.get("raised") or ""),
+        ended=float(ended) if ended is not None else None,
+        hung=bool(data.get("hung")),
     )
 
 

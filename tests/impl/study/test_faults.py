@@ -115,7 +115,7 @@ class FaultMachine(RuleBasedStateMachine):
             for rollout_id in IDS:
                 if touches(op, rollout_id):
                     allowed = allowed_states(
-                        [Span(op, False)], rollout_id, initial=self.model.get(rollout_id)
+                        [Span(op=op, returned=False)], rollout_id, initial=self.model.get(rollout_id)
                     )
                     assert states[rollout_id] in allowed, (op, fault, rollout_id, states[rollout_id])
                 else:

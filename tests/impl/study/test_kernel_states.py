@@ -30,11 +30,11 @@ def log(*ops: str) -> list[LogRecord]:
     for position, op in enumerate(ops):
         if op.startswith("W"):
             data = bytes([position]) * BLOCK * int(op[1:])
-            records.append(LogRecord(WRITE, position, position * 100, data))
+            records.append(LogRecord(op=WRITE, seq=position, offset=position * 100, data=data))
         elif op == "S":
-            records.append(LogRecord(FLUSH, position, 0))
+            records.append(LogRecord(op=FLUSH, seq=position, offset=0))
         else:
-            records.append(LogRecord(MARK, position, 0, f"T {op[1:]}".encode()))
+            records.append(LogRecord(op=MARK, seq=position, offset=0, data=f"T {op[1:]}".encode()))
     return records
 
 
@@ -44,9 +44,9 @@ def test_the_log_reads_back_what_the_daemon_writes(tmp_path: Path) -> None:
         encode(WRITE, 1, 4096, b"abc", 7) + encode(FLUSH, 2, 0, b"", 8) + encode(MARK, 3, 0, b"T 4", 9)
     )
     assert read_log(path) == [
-        LogRecord(WRITE, 1, 4096, b"abc"),
-        LogRecord(FLUSH, 2, 0),
-        LogRecord(MARK, 3, 0, b"T 4"),
+        LogRecord(op=WRITE, seq=1, offset=4096, data=b"abc"),
+        LogRecord(op=FLUSH, seq=2, offset=0),
+        LogRecord(op=MARK, seq=3, offset=0, data=b"T 4"),
     ]
     path.write_bytes(path.read_bytes()[:-2])  # a record cut short is left out
     assert len(read_log(path)) == 2
@@ -78,7 +78,9 @@ def test_crash_states_are_every_prefix_and_bounded_subsets() -> None:
 
 def test_states_with_equal_images_are_kept_once() -> None:
     records = log("W1", "S", "W1")
-    records[2] = LogRecord(WRITE, 2, records[0].offset, records[0].data)  # rewrites the same block
+    records[2] = LogRecord(
+        op=WRITE, seq=2, offset=records[0].offset, data=records[0].data
+    )  # rewrites the same block
     states, duplicates = crash_states(epochs(records, block=BLOCK), end=3)
     assert duplicates == 1 and [s.label for s in states] == ["e0+[]", "e1+[]"]
 

@@ -105,7 +105,10 @@ def run_child(
 
 def spans(events: Sequence[Event]) -> list[Span]:
     """One client's history as the crash contract reads it: in order, each after all before it."""
-    return [Span(e.op, e.returned is not None, frozenset(range(i))) for i, e in enumerate(events)]
+    return [
+        Span(op=e.op, returned=e.returned is not None, follows=frozenset(range(i)))
+        for i, e in enumerate(events)
+    ]
 
 
 def judge(

@@ -92,13 +92,13 @@ def _record_onto_torn_tail(directory: Path, *, broken: bool) -> Recording:
             store.record("a", ROW)
             recorder.returned(0, "None")
         return Recording(
-            workload,
-            StoreConfig(label="truncate ignored"),
-            recorder.baseline,
-            tuple(recorder.trace),
-            tuple(recorder.threads),
-            recorder.inode_names(),
-            None,
+            workload=workload,
+            config=StoreConfig(label="truncate ignored"),
+            baseline=recorder.baseline,
+            trace=tuple(recorder.trace),
+            threads=tuple(recorder.threads),
+            inode_names=recorder.inode_names(),
+            paused=None,
         )
     finally:
         inner.close_all()
@@ -168,7 +168,10 @@ def test_a_store_that_hangs_when_reopened_is_a_violation(tmp_path: Path, release
 # ------------------------------------------------------------------------------------------ scheduler
 #: ``a`` is made Live by handle 0; then a retire of it races a late write on handle 1.
 RACE = Scenario(
-    "retire-vs-late-write", ("a",), ((0, Record("a", ROW)),), ((Retire(["a"]),), (Record("a", ROW),))
+    name="retire-vs-late-write",
+    rollout_ids=("a",),
+    setup=((0, Record("a", ROW)),),
+    threads=((Retire(["a"]),), (Record("a", ROW),)),
 )
 
 

@@ -22,8 +22,8 @@ from capture_ledger.spec.kit import HistoryJournal, HistoryRecorder
 
 ROW = {"model_call_id": "m1"}
 GOOD = [
-    Event(0, model.Record("a", ROW), 0, 1, model.Ok(None)),
-    Event(1, model.HasRows("a"), 2, 3, model.Ok(True)),
+    Event(client=0, op=model.Record("a", ROW), invoked=0, returned=1, result=model.Ok(None)),
+    Event(client=1, op=model.HasRows("a"), invoked=2, returned=3, result=model.Ok(True)),
 ]
 
 
@@ -35,7 +35,7 @@ def _write(path: Path, events: list[Event], *, tail: str = "") -> str:
 def test_exit_codes_follow_the_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-history", _write(tmp_path / "good.jsonl", GOOD)]) == 0
     assert "2 events: Ok()" in capsys.readouterr().out
-    bad = [*GOOD, Event(1, model.HasRows("a"), 4, 5, model.Ok(False))]
+    bad = [*GOOD, Event(client=1, op=model.HasRows("a"), invoked=4, returned=5, result=model.Ok(False))]
     assert main(["check-history", _write(tmp_path / "bad.jsonl", bad)]) == 1
     assert "Violation(rollout_id='a'" in capsys.readouterr().out
 
@@ -43,8 +43,25 @@ def test_exit_codes_follow_the_verdict(tmp_path: Path, capsys: pytest.CaptureFix
 def test_a_history_beyond_the_budget_is_undecided_with_the_budget_spent(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    busy = [Event(n, model.Record("a", {"model_call_id": f"m{n}"}), 0, 9, model.Ok(None)) for n in range(6)]
-    busy.append(Event(9, model.ReadManifest("a"), 10, 11, model.Ok(model.ManifestValue())))
+    busy = [
+        Event(
+            client=n,
+            op=model.Record("a", {"model_call_id": f"m{n}"}),
+            invoked=0,
+            returned=9,
+            result=model.Ok(None),
+        )
+        for n in range(6)
+    ]
+    busy.append(
+        Event(
+            client=9,
+            op=model.ReadManifest("a"),
+            invoked=10,
+            returned=11,
+            result=model.Ok(model.ManifestValue()),
+        )
+    )
     path = _write(tmp_path / "busy.jsonl", busy)
     assert main(["check-history", "--budget", "5", path]) == 2
     out = capsys.readouterr().out
@@ -110,7 +127,9 @@ def test_files_that_cannot_be_read_are_refused(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_a_torn_last_line_is_skipped_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    torn = event_to_json(Event(1, model.HasRows("a"), 4, 5, model.Ok(False)))[:40]
+    torn = event_to_json(
+        Event(client=1, op=model.HasRows("a"), invoked=4, returned=5, result=model.Ok(False))
+    )[:40]
     path = _write(tmp_path / "torn.jsonl", GOOD, tail=torn)
     assert main(["check-history", path]) == 0
     captured = capsys.readouterr()
@@ -131,14 +150,32 @@ def test_a_killed_clients_journal_and_several_files_merge(
     recorder = HistoryRecorder(clock=lambda: float(next(clock)), journal=journal)
     recorder.call(0, ledger, model.Record("a", ROW))
     recorder.call(0, ledger, model.Retire(["a"]))
-    journal(Event(0, model.Record("a", {"model_call_id": "m2"}), float(next(clock))))  # killed mid-call
+    journal(
+        Event(client=0, op=model.Record("a", {"model_call_id": "m2"}), invoked=float(next(clock)))
+    )  # killed mid-call
     journal.close()
-    other = [Event(1, model.ReadManifest("a"), 50, 51, model.Err(model.ErrorKind.ROLLOUT_RETIRED))]
+    other = [
+        Event(
+            client=1,
+            op=model.ReadManifest("a"),
+            invoked=50,
+            returned=51,
+            result=model.Err(model.ErrorKind.ROLLOUT_RETIRED),
+        )
+    ]
     paths = [str(tmp_path / "client0.jsonl"), _write(tmp_path / "client1.jsonl", other)]
     assert len((tmp_path / "client0.jsonl").read_text().splitlines()) == 5  # two lines a returned call
     assert main(["check-history", *paths]) == 0
     assert "4 events: Ok()" in capsys.readouterr().out
     # The other client's read, judged with this journal, must see the retire: an empty manifest is wrong.
-    empty = [Event(1, model.ReadManifest("a"), 50, 51, model.Ok(model.ManifestValue()))]
+    empty = [
+        Event(
+            client=1,
+            op=model.ReadManifest("a"),
+            invoked=50,
+            returned=51,
+            result=model.Ok(model.ManifestValue()),
+        )
+    ]
     assert main(["check-history", paths[0], _write(tmp_path / "client1.jsonl", empty)]) == 1
     assert json.loads((tmp_path / "client0.jsonl").read_text().splitlines()[-1])["returned"] is None

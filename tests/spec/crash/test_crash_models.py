@@ -52,7 +52,7 @@ def names(found: set[DiskImage]) -> set[tuple[str, ...]]:
 
 def test_retire_trace_under_each_model() -> None:
     """Fence, sync, unlink, sync: the unsynced tail may be lost; ext4 may also lose the synced fence."""
-    base = Baseline(((LEDGER, 1, LINE),))
+    base = Baseline(files=((LEDGER, 1, LINE),))
     effects: list[Effect] = [Create(FENCE, 2), SyncDir(), Unlink(LEDGER, 1)]
     assert names(images("journaled", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
     assert names(images("weakest-posix", base, effects)) == {(LEDGER, FENCE), (FENCE,)}
@@ -69,7 +69,7 @@ def test_retire_trace_under_each_model() -> None:
 
 def test_journaled_keeps_order_weak_models_do_not() -> None:
     """Unsynced create then unlink: journaled keeps a prefix; the weak models keep any combination."""
-    base = Baseline(((LEDGER, 1, LINE),))
+    base = Baseline(files=((LEDGER, 1, LINE),))
     effects: list[Effect] = [Create(FENCE, 2), Unlink(LEDGER, 1)]
     assert names(images("journaled", base, effects)) == {(LEDGER,), (LEDGER, FENCE), (FENCE,)}
     assert names(images("weakest-posix", base, effects)) == {(LEDGER,), (LEDGER, FENCE), (FENCE,), ()}
@@ -77,7 +77,7 @@ def test_journaled_keeps_order_weak_models_do_not() -> None:
 
 def test_unsynced_append_persists_as_any_prefix() -> None:
     """The synced length is kept; an unsynced append may be torn (the reader's classes of prefixes)."""
-    base = Baseline(((LEDGER, 1, LINE),))
+    base = Baseline(files=((LEDGER, 1, LINE),))
     found = {image.as_dict()[LEDGER] for image in images("journaled", base, [Write(1, LINE)])}
     assert found == {LINE, LINE + LINE[:1], LINE + LINE[:-1], LINE + LINE}
     assert {image.as_dict()[LEDGER] for image in images("journaled", base, [Write(1, LINE), Fsync(1)])} == {
@@ -88,7 +88,7 @@ def test_unsynced_append_persists_as_any_prefix() -> None:
 def test_truncate_is_undone_until_synced() -> None:
     """A torn tail cut before an append may come back unless the file is synced (R-STORE-6)."""
     torn = LINE + b'{"rec'
-    base = Baseline(((LEDGER, 1, torn),))
+    base = Baseline(files=((LEDGER, 1, torn),))
     effects: list[Effect] = [Truncate(1, len(LINE)), Write(1, LINE)]
     found = {image.as_dict()[LEDGER] for image in images("weakest-posix", base, effects)}
     assert torn in found and LINE + LINE in found and LINE in found
@@ -97,7 +97,7 @@ def test_truncate_is_undone_until_synced() -> None:
 
 
 def test_space_indexing_and_sampling_are_deterministic() -> None:
-    base = Baseline(tuple((f"r{i}.lineage.jsonl", i + 1, LINE) for i in range(6)))
+    base = Baseline(files=tuple((f"r{i}.lineage.jsonl", i + 1, LINE) for i in range(6)))
     effects: list[Effect] = [Unlink(f"r{i}.lineage.jsonl", i + 1) for i in range(6)]
     image_space = space("weakest-posix", base, effects)
     assert image_space.size == 2**6
@@ -183,7 +183,7 @@ def test_a_row_across_a_lost_block_reads_as_a_corrupt_line() -> None:
     rows = b"".join(b'{"record":{"model_call_id":"c%02d","value":1}}\n' % i for i in range(22))
     row = b'{"record":{"model_call_id":"c22","value":1}}\n'
     assert len(rows) == 990 and len(row) == 45
-    base = Baseline(((LEDGER, 1, rows),))
+    base = Baseline(files=((LEDGER, 1, rows),))
     effects: list[Effect] = [Write(1, row)]
     corrupt = DiskImage.of({LEDGER: rows + bytes(1024 - 990) + row[1024 - 990 :]})
     assert corrupt in set(NoJournalExt4(block_size=1024).space(base, effects))
@@ -200,8 +200,8 @@ def test_a_new_block_may_read_as_a_removed_files_bytes_without_a_journal() -> No
     new = b'{"record":{"model_call_id":"b","value":1}}\n'
     effects: list[Effect] = [Unlink(LEDGER, 1), SyncDir(), Create(LEDGER, 2), Write(2, new)]
     stale = DiskImage.of({LEDGER: old})
-    assert stale in images("ext4-nojournal", Baseline(((LEDGER, 1, old),)), effects)
-    assert stale not in images("weakest-posix", Baseline(((LEDGER, 1, old),)), effects)
+    assert stale in images("ext4-nojournal", Baseline(files=((LEDGER, 1, old),)), effects)
+    assert stale not in images("weakest-posix", Baseline(files=((LEDGER, 1, old),)), effects)
     before: list[Effect] = [Create(LEDGER, 2), Write(2, new)]
     assert stale not in images("ext4-nojournal", Baseline(), before)
     assert stale in images("ext4-nojournal", Baseline(freed=(old,)), before)
@@ -214,28 +214,34 @@ def live(*calls: str, fenced: bool = False) -> Live:
 def test_allowed_states_follow_the_contract() -> None:
     """Returned operations are durable; one in flight leaves pre, post or its own path (R-CRASH-1..4)."""
     record = Record("r", {"model_call_id": "a"})
-    done = Span(record, True)
+    done = Span(op=record, returned=True)
     assert allowed_states([done], "r") == {live("a")}
-    assert allowed_states([done, Span(Retire(["r"]), False, frozenset({0}))], "r") == {
+    assert allowed_states([done, Span(op=Retire(["r"]), returned=False, follows=frozenset({0}))], "r") == {
         live("a"),
         live("a", fenced=True),
         RETIRED,
     }
-    assert allowed_states([done, Span(Retire(["r"]), True, frozenset({0}))], "r") == {RETIRED}
-    fenced_delete = [done, Span(Retire(["r"]), False, frozenset({0})), Span(Delete(["r"]), False)]
+    assert allowed_states([done, Span(op=Retire(["r"]), returned=True, follows=frozenset({0}))], "r") == {
+        RETIRED
+    }
+    fenced_delete = [
+        done,
+        Span(op=Retire(["r"]), returned=False, follows=frozenset({0})),
+        Span(op=Delete(["r"]), returned=False),
+    ]
     assert ABSENT in allowed_states(fenced_delete, "r")
 
 
 def test_broken_clauses_name_the_promise() -> None:
     """Which clause a disallowed state breaks: the returned operation whose result was lost, or the one
     in flight that did something off its path."""
-    record = Span(Record("r", {"model_call_id": "a"}), True)
+    record = Span(op=Record("r", {"model_call_id": "a"}), returned=True)
     assert broken_clauses([record], "r", ABSENT) == ("R-CRASH-1",)
-    retired = [record, Span(Retire(["r"]), True, frozenset({0}))]
+    retired = [record, Span(op=Retire(["r"]), returned=True, follows=frozenset({0}))]
     assert broken_clauses(retired, "r", live("a", fenced=True)) == ("R-CRASH-2",)
-    deleted = [*retired, Span(Delete(["r"]), True, frozenset({0, 1}))]
+    deleted = [*retired, Span(op=Delete(["r"]), returned=True, follows=frozenset({0, 1}))]
     assert broken_clauses(deleted, "r", RETIRED) == ("R-CRASH-3",)
-    in_flight = [record, Span(Retire(["r"]), False, frozenset({0}))]
+    in_flight = [record, Span(op=Retire(["r"]), returned=False, follows=frozenset({0}))]
     assert broken_clauses(in_flight, "r", ABSENT) == ("R-CRASH-4",)
 
 

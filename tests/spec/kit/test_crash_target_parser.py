@@ -114,7 +114,7 @@ def test_a_string_strace_cut_short_is_refused_not_guessed() -> None:
 def test_journaled_keeps_a_rename_atomic_and_tears_a_rewrite_at_sectors() -> None:
     """A rename comes back whole (old name gone, new name present) or not at all; a file rewritten in place
     holds each 512-byte sector from the last sync or from later (R-CRASH-1's premise)."""
-    base = Baseline((("f", 1, b"A" * 1024),))
+    base = Baseline(files=(("f", 1, b"A" * 1024),))
     effects: list[Effect] = [Create("f.tmp", 2), Write(2, b"new\n", 0), Fsync(2), Rename("f.tmp", "f", 2, 1)]
     images = [i.as_dict() for i in space("journaled", base, effects)]
     assert {i["f"] for i in images} >= {b"new\n", b"A" * 1024}

@@ -38,9 +38,11 @@ def _open(sim: Simulation, call: Syscall, dirfd: FdArg | None, path: str, flags:
     full = call.ret_path if call.ret_path and not call.ret_deleted else sim.resolve(call.tid, dirfd, path)
     append = "O_APPEND" in flags
     if "O_TMPFILE" in flags:
-        table.fds[fd] = Description(full, sim.new_node("file"), append)  # anonymous until linked
+        table.fds[fd] = Description(
+            path=full, node=sim.new_node("file"), append=append
+        )  # anonymous until linked
     elif not sim.inside(full):
-        table.fds[fd] = Description(full, None, append)
+        table.fds[fd] = Description(path=full, node=None, append=append)
     else:
         node = sim.space.get(full)
         if node is None:
@@ -59,7 +61,7 @@ def _open(sim: Simulation, call: Syscall, dirfd: FdArg | None, path: str, flags:
         ):
             node.data.clear()
             sim.emit(Truncate(node.inode, 0))
-        table.fds[fd] = Description(full, node, append)
+        table.fds[fd] = Description(path=full, node=node, append=append)
     if "O_CLOEXEC" in flags:
         table.cloexec.add(fd)
     else:
@@ -106,7 +108,7 @@ def _sys_close_range(sim: Simulation, call: Syscall, a: list[str]) -> None:
 
 def _dup(sim: Simulation, call: Syscall, old: FdArg, cloexec: bool) -> None:
     table = sim.task(call.tid).table
-    found = sim.description(call.tid, old) or Description(old.path or "?", None, append=False)
+    found = sim.description(call.tid, old) or Description(path=old.path or "?", node=None, append=False)
     new = retval(call)
     table.fds[new] = found
     if cloexec:

@@ -63,7 +63,14 @@ def _rename(sim: Simulation, old: str, new: str, flags: str = "") -> None:
         return
     sim.space.pop(old)
     sim.space[new] = node
-    sim.emit(Rename(sim.rel(old), sim.rel(new), node.inode, replaced.inode if replaced else None))
+    sim.emit(
+        Rename(
+            sim.rel(old),
+            sim.rel(new),
+            node.inode,
+            replaced.inode if replaced else None,
+        )
+    )
 
 
 def _sys_rename(sim: Simulation, call: Syscall, a: list[str]) -> None:

@@ -46,7 +46,7 @@ __all__ = ["Event", "Marker", "ParsedTrace", "Snapshot", "parse_trace", "take_sn
 Snapshot = dict[str, bytes | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class ParsedTrace:
     """What a trace did to the workspace: the baseline (the snapshot, numbered), the events in completion
     order, warnings (calls the parser could not follow exactly), each inode's last name, the final
@@ -105,5 +105,10 @@ def parse_trace(
     names.update({inode: name for name, inode in simulation.baseline.directories})
     names.update(simulation.names)
     return ParsedTrace(
-        simulation.baseline, tuple(simulation.events), tuple(simulation.warnings), names, final, tuple(calls)
+        baseline=simulation.baseline,
+        events=tuple(simulation.events),
+        warnings=tuple(simulation.warnings),
+        names=names,
+        final=final,
+        calls=tuple(calls),
     )

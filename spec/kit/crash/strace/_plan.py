@@ -63,7 +63,7 @@ def operation_from_json(data: Mapping[str, Any]) -> Operation:
     raise ValueError(f"unknown operation {kind!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Parked:
     """Operation ``op`` runs on a thread of its own and is held at its ``count``-th call of ``syscall``
     (strace's ``delay_enter`` there, ``delay`` seconds); ``reference``: run it to the end first, then the
@@ -76,7 +76,7 @@ class Parked:
     reference: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class RunPlan:
     """A traced child's work (see the module docstring)."""
 

@@ -74,7 +74,7 @@ class TraceError(RuntimeError):
     """The target could not be opened, or a traced run of it failed; the message says why."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Target:
     """A ledger factory to trace: ``module:callable``, keyword options, a label for reports, and the
     directory its module imports from."""
@@ -113,7 +113,7 @@ def _materialize(workspace: Path, snapshot: Snapshot) -> None:
             path.write_bytes(data)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class _Run:
     parsed: ParsedTrace
     calls: tuple[Syscall, ...]
@@ -158,7 +158,7 @@ def _traced(
         raise TraceError(f"cannot open {target.name}: {outcome['error']}")
     with trace.open(encoding="utf-8", errors="surrogateescape") as lines:  # read once: calls and effects
         parsed = parse_trace(lines, str(workspace), snapshot, cwd=str(target.cwd or Path.cwd()))
-    return _Run(parsed, parsed.calls, outcome)
+    return _Run(parsed=parsed, calls=parsed.calls, outcome=outcome)
 
 
 def _marks(parsed: ParsedTrace, op: int) -> tuple[int, int, int] | None:
@@ -242,10 +242,10 @@ def _recording(
             if not number.isdigit():
                 continue
             if item.kind == "INVOKE":
-                trace.append(Invoke(int(number), rest, thread=str(event.tid)))
+                trace.append(Invoke(op=int(number), label=rest, thread=str(event.tid)))
             elif item.kind == "RETURN":
                 status, _, outcome = rest.partition(" ")
-                trace.append(Return(int(number), outcome, raised=status == "raised"))
+                trace.append(Return(op=int(number), outcome=outcome, raised=status == "raised"))
             else:
                 continue
         else:
@@ -253,7 +253,15 @@ def _recording(
         threads.append(str(event.tid))
     baseline = replace(run.parsed.baseline, freed=freed)
     config = TargetConfig(label=target.name)
-    return Recording(workload, config, baseline, tuple(trace), tuple(threads), dict(run.parsed.names), paused)
+    return Recording(
+        workload=workload,
+        config=config,
+        baseline=baseline,
+        trace=tuple(trace),
+        threads=tuple(threads),
+        inode_names=dict(run.parsed.names),
+        paused=paused,
+    )
 
 
 def record_target(
@@ -284,25 +292,25 @@ def record_target(
         for fault in workload.faults:
             where = _locate(reference, fault.op, frozenset({fault.call}), fault.occurrence)
             if where is not None:
-                injections.append(Injection(where[0], when=where[2], error="EIO"))
+                injections.append(Injection(syscall=where[0], when=where[2], error="EIO"))
         run = _traced(target, workload, scratch, ops=ops, snapshot=snapshot, injections=injections)
         return _recording(target, workload, run, freed, None)
     if workload.pause is not None:
         pause = workload.pause
-        plan = Parked(pause.op, "", 0, park_delay, reference=True)
+        plan = Parked(op=pause.op, syscall="", count=0, delay=park_delay, reference=True)
         reference = _traced(target, workload, scratch, ops=ops, snapshot=snapshot, parked=plan)
         where = _locate(reference, pause.op, pause.calls, pause.occurrence)
         if where is None:  # the operation never makes the call it parks at: it ran alone, first
             return _recording(target, workload, reference, freed, False)
         syscall, _, count = where
-        held = Parked(pause.op, syscall, count, park_delay)
-        injection = Injection(syscall, when=count, delay_enter=park_delay)
+        held = Parked(op=pause.op, syscall=syscall, count=count, delay=park_delay)
+        injection = Injection(syscall=syscall, when=count, delay_enter=park_delay)
         run = _traced(
             target, workload, scratch, ops=ops, snapshot=snapshot, parked=held, injections=[injection]
         )
         return _recording(target, workload, run, freed, _held(run, pause.op, syscall, count))
     if workload.threads:
-        slow = Injection("fsync,fdatasync,syncfs", delay_exit=GATHER_DELAY)
+        slow = Injection(syscall="fsync,fdatasync,syncfs", delay_exit=GATHER_DELAY)
         run = _traced(
             target, workload, scratch, ops=ops, snapshot=snapshot, groups=workload.threads, injections=[slow]
         )

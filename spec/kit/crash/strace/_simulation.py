@@ -83,7 +83,7 @@ class Marker:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Event:
     """An effect or a mark, with the trace line and the thread that made it."""
 
@@ -92,7 +92,7 @@ class Event:
     item: Effect | Marker
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Node:
     """A simulated file or directory: its inode number, kind, and (files) bytes."""
 
@@ -101,7 +101,7 @@ class Node:
     data: bytearray = field(default_factory=bytearray)
 
 
-@dataclass(slots=True)
+@dataclass(kw_only=True, slots=True)
 class Description:
     """An open file description: the path it was opened by, its node (``None``: outside the workspace),
     ``O_APPEND``, and its position."""
@@ -159,7 +159,7 @@ class Simulation:
             else:
                 directories.append((name, node.inode))
             self.space[os.path.join(self.root, name)] = node
-        self.baseline = Baseline(tuple(files), directories=tuple(directories))
+        self.baseline = Baseline(files=tuple(files), directories=tuple(directories))
         self.events: list[Event] = []
         self.warnings: list[str] = []
         self.tasks: dict[int, Task] = {}
@@ -172,7 +172,7 @@ class Simulation:
     # ------------------------------------------------------------------------------------- helpers
     def new_node(self, kind: str) -> Node:
         """A node with the next inode number."""
-        node = Node(self.next_inode, kind)
+        node = Node(inode=self.next_inode, kind=kind)
         self.next_inode += 1
         return node
 
@@ -195,7 +195,7 @@ class Simulation:
             name = getattr(item, name_field, None)
             if isinstance(name, str) and isinstance(inode, int):
                 self.names[inode] = name
-        self.events.append(Event(self.call.line, self.call.tid, item))
+        self.events.append(Event(line=self.call.line, tid=self.call.tid, item=item))
 
     def warn(self, message: str) -> None:
         """Note a call the simulation could not follow exactly."""
@@ -244,7 +244,7 @@ class Simulation:
                 self.warn(f"descriptor {arg.fd} on {arg.path} was never seen opened")
                 return None
             self.warn(f"descriptor {arg.fd} on {arg.path} was never seen opened; its position is unknown")
-            found = table.fds[arg.fd] = Description(arg.path, node, append=False)
+            found = table.fds[arg.fd] = Description(path=arg.path, node=node, append=False)
         return found
 
     def unsupported(self, reason: str) -> None:

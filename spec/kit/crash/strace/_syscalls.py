@@ -46,7 +46,7 @@ class TruncatedDataError(ValueError):
     """strace cut a string short (``-s`` too small): the trace cannot say what was written."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Syscall:
     """One completed call: where it is in the file, which thread made it, its name, its raw argument text,
     and its result (``retval`` ``None`` when strace printed ``?``; ``errno`` when it failed)."""
@@ -120,7 +120,16 @@ def _parse(line: int, tid: int, name: str, text: str) -> Syscall:
             path = unescape(match.group(2)).decode("utf-8", "surrogateescape")
         deleted = bool(match.group(3))
         errno = match.group(4)
-    return Syscall(line, tid, name, args, retval, path, deleted, errno)
+    return Syscall(
+        line=line,
+        tid=tid,
+        name=name,
+        args=args,
+        retval=retval,
+        ret_path=path,
+        ret_deleted=deleted,
+        errno=errno,
+    )
 
 
 def read_syscalls(lines: Iterable[str]) -> Iterator[Syscall]:
@@ -210,7 +219,7 @@ def split_args(text: str) -> list[str]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class FdArg:
     """A descriptor argument: its number (``AT_FDCWD`` is -100), the path ``-y`` printed, ``(deleted)``."""
 
@@ -230,7 +239,7 @@ def fd_arg(token: str) -> FdArg:
         raise ValueError(f"not a descriptor: {token!r}")
     fd = -100 if match.group(1) == "AT_FDCWD" else int(match.group(1), 0)
     path = unescape(match.group(2)).decode("utf-8", "surrogateescape") if match.group(2) is not None else None
-    return FdArg(fd, path, bool(match.group(3)))
+    return FdArg(fd=fd, path=path, deleted=bool(match.group(3)))
 
 
 def str_arg(token: str) -> bytes:

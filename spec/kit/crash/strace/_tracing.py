@@ -56,7 +56,7 @@ STRACE_FLAGS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(kw_only=True, frozen=True, slots=True)
 class Injection:
     """strace's tampering with the ``when``-th call of ``syscall`` in each thread: fail it with ``error``
     (``EIO``), or hold it ``delay_enter`` seconds before it runs, or ``delay_exit`` seconds after. ``when``
