@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory, run_operation
 from capture_ledger.impl.study.faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
 from capture_ledger.spec.core.model import (
@@ -174,3 +174,13 @@ def test_fault_moments(tmp_path: Path) -> None:
     assert got is not None and got[1] == b"01234"
     assert faulty.injected == 1
     inner.close_all()
+
+
+def test_every_seam_call_can_be_failed() -> None:
+    """No call of the seam is declared unable to fail: every method of ``FileSystem`` is in
+    ``FAULTABLE_CALLS`` (a removal counter's ``pwrite`` failing with ENOSPC is how retire and delete once
+    broke on a full disk, unseen because the injector said that call never fails)."""
+    methods = {
+        name for name, value in vars(FileSystem).items() if callable(value) and not name.startswith("_")
+    }
+    assert methods == set(FAULTABLE_CALLS)
