@@ -4,7 +4,7 @@
 ``MAX_LEDGER_BATCH`` IDs of ``MAX_ROLLOUT_ID_LENGTH`` characters. Each ID costs its characters, two quotes,
 a comma and whatever whitespace a JSON writer puts around it (newline and indentation); the object around
 the list costs a few dozen bytes. Allowing 18 bytes per ID for quotes, comma and whitespace and 1 KiB for
-the envelope gives ``4096 * (200 + 18) + 1024 = 894,976`` bytes. Measured sizes of the largest valid body:
+the envelope gives ``4096 * (200 + 18) + 1024 = 893,952`` bytes. Measured sizes of the largest valid body:
 831,505 bytes as httpx sends it (compact separators), 835,601 with ``json.dumps``'s default ``", "`` and
 868,381 indented by 4 spaces; all fit (``tests/impl/http/test_http_body_limit.py``).
 
@@ -35,7 +35,7 @@ __all__ = ["MAX_BODY_BYTES", "BodyLimit", "BodyTooLargeError", "too_large_body"]
 _PER_ID_SLACK = 18
 #: Bytes allowed for the object around the list (``{"rollout_ids": [...]}`` and its whitespace).
 _ENVELOPE = 1024
-#: The largest request body the server reads: 894,976 bytes (see the module docstring).
+#: The largest request body the server reads: 893,952 bytes (see the module docstring).
 MAX_BODY_BYTES = MAX_LEDGER_BATCH * (MAX_ROLLOUT_ID_LENGTH + _PER_ID_SLACK) + _ENVELOPE
 
 
