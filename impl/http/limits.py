@@ -70,6 +70,7 @@ class ServerLimits:
             (at most 4,096).
         reserve_fds: descriptors kept free for the store when ``max_connections`` is derived.
         http: uvicorn's HTTP parser: ``"h11"`` or ``"httptools"`` (when installed).
+        loop: uvicorn's event loop: ``"auto"`` (uvloop when installed), ``"asyncio"`` or ``"uvloop"``.
     """
 
     header_timeout: float = 10.0
@@ -78,6 +79,7 @@ class ServerLimits:
     max_connections: int | None = None
     reserve_fds: int = 256
     http: str = "h11"
+    loop: str = "auto"
 
     def __post_init__(self) -> None:
         if min(self.header_timeout, self.body_timeout, self.keep_alive_timeout) <= 0:
@@ -86,6 +88,8 @@ class ServerLimits:
             raise ValueError("max_connections must be at least 1")
         if self.http not in ("h11", "httptools"):
             raise ValueError(f"http must be 'h11' or 'httptools', not {self.http!r}")
+        if self.loop not in ("auto", "asyncio", "uvloop"):
+            raise ValueError(f"loop must be 'auto', 'asyncio' or 'uvloop', not {self.loop!r}")
 
     def connections(self) -> int:
         """The connection cap in force: ``max_connections`` or the derived default."""

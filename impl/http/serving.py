@@ -215,6 +215,7 @@ def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log
         # R-HTTP-7: the connection cap and the head timeout live in the protocol (impl/http/limits.py).
         http=guarded_protocol(),
         timeout_keep_alive=limits.keep_alive_timeout,
+        loop=limits.loop,  # checked by ServerLimits
     )
     if workers == 1:
         uvicorn.Server(config).run(sockets=[sock])

@@ -226,6 +226,7 @@ class ServerThread(_Served):
             lifespan="off",
             http=guarded_protocol(chosen),
             timeout_keep_alive=chosen.keep_alive_timeout,
+            loop=chosen.loop,  # checked by ServerLimits
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],), daemon=True)

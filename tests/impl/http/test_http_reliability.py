@@ -22,12 +22,13 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from capture_ledger.impl.http.client import RolloutControlClient, ServerError
-from capture_ledger.impl.http.limits import ServerLimits
+from capture_ledger.impl.http.limits import GuardedHttpToolsProtocol, ServerLimits
 from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate.servers import ServerProcess, ServerThread
@@ -51,9 +52,12 @@ def lineage(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-@pytest.fixture(scope="module")
-def server(lineage: Path) -> Iterator[ServerProcess]:
-    with ServerProcess(lineage, token=TOKEN, limits=LIMITS) as running:
+@pytest.fixture(scope="module", params=["h11", "httptools"])
+def server(lineage: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    """``serve`` with each HTTP parser uvicorn offers (httptools only where it is installed)."""
+    if request.param == "httptools" and GuardedHttpToolsProtocol is None:
+        pytest.skip("httptools is not installed")
+    with ServerProcess(lineage, token=TOKEN, limits=replace(LIMITS, http=request.param)) as running:
         yield running
 
 
