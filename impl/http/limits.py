@@ -69,7 +69,8 @@ class ServerLimits:
         max_connections: open connections per worker; ``None``: the open-file limit less ``reserve_fds``
             (at most 4,096).
         reserve_fds: descriptors kept free for the store when ``max_connections`` is derived.
-        http: uvicorn's HTTP parser: ``"h11"`` or ``"httptools"`` (when installed).
+        http: uvicorn's HTTP parser: ``"auto"`` (``httptools`` when it is installed, else ``h11``: measured
+            twice the manifest reads per second of one worker, docs/http.md), ``"h11"`` or ``"httptools"``.
         loop: uvicorn's event loop: ``"auto"`` (uvloop when installed), ``"asyncio"`` or ``"uvloop"``.
     """
 
@@ -78,7 +79,7 @@ class ServerLimits:
     keep_alive_timeout: int = 5
     max_connections: int | None = None
     reserve_fds: int = 256
-    http: str = "h11"
+    http: str = "auto"
     loop: str = "auto"
 
     def __post_init__(self) -> None:
@@ -86,8 +87,8 @@ class ServerLimits:
             raise ValueError("timeouts must be positive")
         if self.max_connections is not None and self.max_connections < 1:
             raise ValueError("max_connections must be at least 1")
-        if self.http not in ("h11", "httptools"):
-            raise ValueError(f"http must be 'h11' or 'httptools', not {self.http!r}")
+        if self.http not in ("auto", "h11", "httptools"):
+            raise ValueError(f"http must be 'auto', 'h11' or 'httptools', not {self.http!r}")
         if self.loop not in ("auto", "asyncio", "uvloop"):
             raise ValueError(f"loop must be 'auto', 'asyncio' or 'uvloop', not {self.loop!r}")
 
@@ -268,7 +269,10 @@ def guarded_protocol(limits: ServerLimits | None = None) -> type[Any]:
         ValueError: ``httptools`` was asked for and is not installed.
     """
     chosen = limits or limits_from_environment()
-    base: type[Any] | None = GuardedH11Protocol if chosen.http == "h11" else GuardedHttpToolsProtocol
+    parser = chosen.http
+    if parser == "auto":
+        parser = "h11" if GuardedHttpToolsProtocol is None else "httptools"
+    base: type[Any] | None = GuardedH11Protocol if parser == "h11" else GuardedHttpToolsProtocol
     if base is None:
         raise ValueError("http='httptools' needs the httptools package (pip install httptools)")
     if limits is None:
