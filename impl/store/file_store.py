@@ -372,8 +372,8 @@ class FileLineageStore:
             return
         raise OSError(
             errno.EIO,
-            f"an earlier write to the ledger of {rollout_id!r} failed and could not be undone, so this "
-            "handle cannot vouch that its rows are durable (a later fsync may succeed without them on "
+            f"an earlier write or sync of the ledger of {rollout_id!r} failed and could not be undone, so "
+            "this handle cannot vouch that its rows are durable (a later fsync may succeed without them on "
             "disk); re-records of rows already in it are refused until the rollout is retired or deleted",
         )
 
