@@ -15,6 +15,8 @@ uvicorn's HTTP protocol with three guards added:
   first byte (or of the connection, for a connection that sends nothing); otherwise 408 ``RequestTimeout``
   with ``Connection: close``, and the connection is closed. uvicorn itself times out only idle keep-alive
   connections, and never one that trickles a header byte at a time.
+- **malformed requests**: what the HTTP parser itself refuses (a broken request line, a control
+  character in a header) is a 400 ``InvalidHTTPRequest`` in the error shape, ``Connection: close``.
 - **keep-alive**: an idle connection between requests is closed after ``keep_alive_timeout`` (uvicorn's
   own timer), silently: an answer on an idle connection could be taken for the answer to a request the
   client is sending at that moment.
@@ -188,6 +190,14 @@ class _Guard:
         self.transport.write(_HEAD_TIMEOUT)
         self.transport.close()
 
+    def send_400_response(self, msg: str) -> None:
+        """The parser refused the request (a malformed head, a control character in a header): a 400 in
+        the error shape with ``Connection: close`` instead of uvicorn's ``text/plain`` (R-HTTP-7)."""
+        self.transport.write(
+            _raw_answer(400, "Bad Request", "InvalidHTTPRequest", f"the HTTP request is malformed: {msg}")
+        )
+        self.transport.close()
+
     def _guard_data(self) -> None:
         # A first byte of a new request while none is in progress: its head must complete in time.
         if self.cycle is None or self.cycle.response_complete:
@@ -222,14 +232,15 @@ class GuardedH11Protocol(_Guard, H11Protocol):
         super().connection_lost(exc)
 
 
-def _httptools_protocol() -> type[Any] | None:
-    try:
-        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-    except ImportError:  # httptools is not installed
-        return None
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools is not installed
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
-    class GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
-        """uvicorn's httptools protocol with the same guards."""
+if HttpToolsProtocol is not None:
+
+    class _GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
+        """uvicorn's httptools protocol with the same guards (module level: the workers pickle it)."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -253,12 +264,11 @@ def _httptools_protocol() -> type[Any] | None:
             self._disarm_head_timer()
             super().connection_lost(exc)
 
-    GuardedHttpToolsProtocol.__module__ = __name__
-    return GuardedHttpToolsProtocol
-
 
 #: The httptools variant, or ``None`` when ``httptools`` is not installed.
-GuardedHttpToolsProtocol = _httptools_protocol()
+GuardedHttpToolsProtocol: type[Any] | None = (
+    _GuardedHttpToolsProtocol if HttpToolsProtocol is not None else None
+)
 
 
 def guarded_protocol(limits: ServerLimits | None = None) -> type[Any]:

@@ -15,11 +15,12 @@ else is 401 before the request reaches a route (R-HTTP-2), with ``Connection: cl
 never reads the rest of a stranger's body. The OpenAPI document declares every rule the server enforces:
 the rollout ID's pattern (anchored) and length on the path parameter and on the batch items, 1 to
 ``MAX_LEDGER_BATCH`` items, and every status; the rule itself is still checked by ``validate_rollout_id``
-(a 400, never FastAPI's 422), and the document only states it. Every 4xx body has the ``ErrorBody`` shape,
-404 and 405 included. Ledger calls run in a worker thread, or are
-awaited when the ledger's methods are coroutines, so a slow fsync never blocks the event loop. Errors map
-by class to one status each (``STATUS_BY_ERROR``), and a ``TypeError`` or ``ValueError`` from the ledger
-is a 400: bad input never produces a 500 (R-HTTP-3).
+(a 400, never FastAPI's 422), and the document only states it. Every error body, 4xx and 5xx, has the
+``ErrorBody`` shape, 404, 405 and a ledger's ``OSError`` (500) included; an exception no handler knows is a
+500 in that shape with ``Connection: close`` (R-HTTP-7). Bodies are strict UTF-8 JSON (``json_body``).
+Ledger calls run in a worker thread, or are awaited when the ledger's methods are coroutines, so a slow
+fsync never blocks the event loop. Errors map by class to one status each (``STATUS_BY_ERROR``), and a
+``TypeError`` or ``ValueError`` from the ledger is a 400: bad input never produces a 500 (R-HTTP-3).
 
 Not guaranteed: atomicity of a batch across IDs (R-CONC-1: a request that fails in the store part-way,
 with an ``OSError``, may have retired some IDs; resend it); anything about other workers' caches (each
@@ -244,7 +245,6 @@ class _BearerAuth:
     def __init__(self, app: ASGIApp, *, token: str) -> None:
         self.app = app
         self._token = token.encode("ascii")
-        self._expected_length = len(b"bearer ") + len(self._token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket" and not self._authorized(scope):

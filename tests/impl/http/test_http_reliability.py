@@ -330,3 +330,21 @@ def test_limits_come_from_json_and_refuse_nonsense() -> None:
     for bad in ('{"header_timeout": 0}', '{"max_connections": 0}', '{"nope": 1}', '{"http": "x"}', "[]"):
         with pytest.raises((ValueError, TypeError)):
             ServerLimits.from_json(bad)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"NOT A REQUEST\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \x01\r\n\r\n"],
+    ids=["request-line", "control-character"],
+)
+def test_what_the_parser_refuses_is_in_the_error_shape(server: ServerProcess, raw: bytes) -> None:
+    """A head the HTTP parser refuses is a 400 in the error shape (uvicorn's was ``text/plain``); h11 may
+    pass a control character on to the app, which answers 401: either way the one shape."""
+    sock = _raw(server)
+    try:
+        sock.sendall(raw)
+        status, headers, answer = _answer(_read_all(sock))
+    finally:
+        sock.close()
+    assert (status, answer["error"]) in {(400, "InvalidHTTPRequest"), (401, "Unauthorized")}
+    assert _is_error_shape(answer) and headers["connection"] == "close"
