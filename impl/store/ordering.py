@@ -40,6 +40,7 @@ never does. Not guaranteed here: anything about the persistence model itself (SP
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
@@ -278,7 +279,11 @@ class Ordering:
 
     def fence(self, fs: FileSystem, rollout_id: str) -> bool:
         """Create the ID's fence unless it exists (with ``fence_sync="file"``, fsync it either way: an
-        earlier retire that failed or died may have created it without its fsync). Whether it was new."""
+        earlier retire that failed or died may have created it without its fsync). Whether it was new.
+
+        A new fence whose fsync fails is unlinked again before the error is raised (R-STORE-13); an
+        existing one whose fsync fails is left (it may be another, returned retire's), and the error raised.
+        """
         fd = fs.create_file(fence_name(rollout_id))
         if fd is None:
             if self.fence_sync == "file":
@@ -292,7 +297,15 @@ class Ordering:
             return False
         try:
             if self.fence_sync == "file":
-                fs.fsync(fd)
+                try:
+                    fs.fsync(fd)
+                except OSError:
+                    # R-STORE-13's rule, for fences: a second fsync of this inode may succeed without it on
+                    # disk, so the fence goes (still under the lock: no other retire saw it) and the retry
+                    # creates a new one. The ledger is untouched: the ID is back in its pre-state.
+                    with contextlib.suppress(OSError):
+                        fs.unlink(fence_name(rollout_id))
+                    raise
         finally:
             fs.close(fd)
         return True

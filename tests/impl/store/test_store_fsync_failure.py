@@ -23,7 +23,7 @@ from typing import TypeVar
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.lines import ledger_name
+from capture_ledger.impl.store.lines import fence_name, ledger_name
 from capture_ledger.impl.study.faults import Fault, FaultyFileSystem, InjectedFaultError
 from capture_ledger.impl.study.hooked import FsCall
 
@@ -163,3 +163,21 @@ def test_a_re_record_whose_confirming_fsync_failed_is_refused_afterwards(
         store.retire(["x"])
         store.delete(["x"])
         store.record("x", _ROW)
+
+
+def test_a_new_fence_whose_fsync_failed_is_created_again_by_the_retry(tmp_path: Path, seam: _Watched) -> None:
+    """``fence_sync="file"``: the fence this retire created failed its fsync; a second fsync of the same
+    inode proves nothing, so the fence is unlinked again and the retry creates and fsyncs a new one."""
+    with FileLineageStore(tmp_path, fs=seam, fence_sync="file") as store:
+        store.record("x", {"model_call_id": "c1", "staging_key": None})
+        seam.plan = _Once("fsync", Fault(errno.EIO, "after"))
+        with pytest.raises(InjectedFaultError):
+            store.retire(["x"])
+        seam.plan = None
+        assert not (tmp_path / fence_name("x")).exists()
+        assert store.manifest("x")["records"] == [{"model_call_id": "c1", "staging_key": None}]
+        seam.calls.clear()
+        assert store.retire(["x"]) == {"removed": ["x"], "absent": []}
+        assert ("create_file", fence_name("x")) in seam.calls
+        created = seam.calls.index(("create_file", fence_name("x")))
+        assert ("fsync", fence_name("x")) in seam.calls[created:]
