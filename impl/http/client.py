@@ -8,8 +8,11 @@ by both. ``manifest`` validates its ID before building the URL and rejects a man
 rollout. Answers map back to the errors the ledger raised: 410 -> ``RolloutRetiredError``, 400 naming an
 invalid ID -> ``InvalidRolloutIdError``; anything else -> a ``ControlPlaneError`` subclass carrying the
 status and the server's reason. ``retries`` resends a failed retire or delete request (timeouts, lost
-connections, 5xx) after an exponential backoff: both are idempotent (R-RETIRE-4). ``manifest`` is never
-retried by the client.
+connections, 5xx) after an exponential backoff, and so is a ``manifest`` read: all three are idempotent
+(R-RETIRE-4). Whatever ``retries`` says, a request whose connection was dropped before any answer came
+(the server closed a kept-alive connection, or reset it) is resent once at once on a new connection
+(R-HTTP-7): RFC 9110 §9.2.2 allows it for idempotent requests, and without it the request after a server
+closed its end of a kept-alive connection failed.
 
 Not guaranteed: atomicity across requests. When the third request of a split list fails, the first two
 have taken effect; resend the whole list (IDs the first attempt removed are then reported ``absent``). A
@@ -181,6 +184,11 @@ def _interpret(response: httpx.Response, *, rollout_id: str | None = None) -> An
     raise RequestRejectedError(message, status, reason, error)
 
 
+def _dropped(error: httpx.TransportError) -> bool:
+    """Whether the connection was dropped under the request (not refused, not timed out): resend once."""
+    return isinstance(error, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError)
+
+
 def _transport_error(error: httpx.TransportError, url: str) -> ControlPlaneError:
     if isinstance(error, httpx.TimeoutException):
         message = f"{url}: no answer in time ({type(error).__name__})"
@@ -245,8 +253,8 @@ class _ControlClient(Generic[_Transport]):
             base_url: the server's root URL; the routes' prefix is added by the client.
             auth_token: the server's bearer token.
             timeout: seconds to wait for connecting, sending and each read.
-            retries: how often a failed retire or delete request is resent (timeouts, lost connections,
-                5xx); by default never.
+            retries: how often a failed request is resent (timeouts, lost connections, 5xx); by default
+                never (a connection dropped before any answer is resent once regardless).
             backoff: seconds before the first resend, doubled for each further one (at most 5 s).
             batch_size: IDs per request; by default ``MAX_LEDGER_BATCH`` as it is at each call.
             transport: an httpx transport (for tests), blocking or async as the client; by default the
@@ -289,14 +297,23 @@ class RolloutControlClient(_ControlClient[httpx.BaseTransport]):
         )
 
     def manifest(self, rollout_id: str) -> Manifest:
-        """The rollout's manifest.
+        """The rollout's manifest; resent like a removal after a timeout, a lost connection or a 5xx.
 
         Raises:
             InvalidRolloutIdError: the ID is invalid (nothing is sent).
             RolloutRetiredError: the rollout is retired (410).
             ControlPlaneError: any other failure, with its status and the server's reason.
         """
-        response = self._request("GET", self._manifest_url(rollout_id))
+        url = self._manifest_url(rollout_id)
+        for pause in self._retry.pauses():
+            try:
+                return self._read_manifest(rollout_id, url)
+            except _RETRYABLE:
+                time.sleep(pause)
+        return self._read_manifest(rollout_id, url)
+
+    def _read_manifest(self, rollout_id: str, url: str) -> Manifest:
+        response = self._request("GET", url)
         return _manifest_of(rollout_id, _interpret(response, rollout_id=rollout_id))
 
     def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
@@ -332,6 +349,11 @@ class RolloutControlClient(_ControlClient[httpx.BaseTransport]):
         try:
             return self._http.request(method, url, json=body)
         except httpx.TransportError as error:
+            if not _dropped(error):
+                raise _transport_error(error, url) from error
+        try:  # dropped before any answer: once more at once, on a new connection (idempotent)
+            return self._http.request(method, url, json=body)
+        except httpx.TransportError as error:
             raise _transport_error(error, url) from error
 
     def close(self) -> None:
@@ -360,8 +382,17 @@ class AsyncRolloutControlClient(_ControlClient[httpx.AsyncBaseTransport]):
         )
 
     async def manifest(self, rollout_id: str) -> Manifest:
-        """The rollout's manifest; raises as ``RolloutControlClient.manifest`` does."""
-        response = await self._request("GET", self._manifest_url(rollout_id))
+        """The rollout's manifest; resent and raising as ``RolloutControlClient.manifest``."""
+        url = self._manifest_url(rollout_id)
+        for pause in self._retry.pauses():
+            try:
+                return await self._read_manifest(rollout_id, url)
+            except _RETRYABLE:
+                await asyncio.sleep(pause)
+        return await self._read_manifest(rollout_id, url)
+
+    async def _read_manifest(self, rollout_id: str, url: str) -> Manifest:
+        response = await self._request("GET", url)
         return _manifest_of(rollout_id, _interpret(response, rollout_id=rollout_id))
 
     async def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
@@ -392,6 +423,11 @@ class AsyncRolloutControlClient(_ControlClient[httpx.AsyncBaseTransport]):
 
     async def _request(self, method: str, url: str, body: object = None) -> httpx.Response:
         try:
+            return await self._http.request(method, url, json=body)
+        except httpx.TransportError as error:
+            if not _dropped(error):
+                raise _transport_error(error, url) from error
+        try:  # dropped before any answer: once more at once, on a new connection (idempotent)
             return await self._http.request(method, url, json=body)
         except httpx.TransportError as error:
             raise _transport_error(error, url) from error

@@ -15,11 +15,12 @@ else is 401 before the request reaches a route (R-HTTP-2), with ``Connection: cl
 never reads the rest of a stranger's body. The OpenAPI document declares every rule the server enforces:
 the rollout ID's pattern (anchored) and length on the path parameter and on the batch items, 1 to
 ``MAX_LEDGER_BATCH`` items, and every status; the rule itself is still checked by ``validate_rollout_id``
-(a 400, never FastAPI's 422), and the document only states it. Every 4xx body has the ``ErrorBody`` shape,
-404 and 405 included. Ledger calls run in a worker thread, or are
-awaited when the ledger's methods are coroutines, so a slow fsync never blocks the event loop. Errors map
-by class to one status each (``STATUS_BY_ERROR``), and a ``TypeError`` or ``ValueError`` from the ledger
-is a 400: bad input never produces a 500 (R-HTTP-3).
+(a 400, never FastAPI's 422), and the document only states it. Every error body, 4xx and 5xx, has the
+``ErrorBody`` shape, 404, 405 and a ledger's ``OSError`` (500) included; an exception no handler knows is a
+500 in that shape with ``Connection: close`` (R-HTTP-7). Bodies are strict UTF-8 JSON (``json_body``).
+Ledger calls run in a worker thread, or are awaited when the ledger's methods are coroutines, so a slow
+fsync never blocks the event loop. Errors map by class to one status each (``STATUS_BY_ERROR``), and a
+``TypeError`` or ``ValueError`` from the ledger is a 400: bad input never produces a 500 (R-HTTP-3).
 
 Not guaranteed: atomicity of a batch across IDs (R-CONC-1: a request that fails in the store part-way,
 with an ``OSError``, may have retired some IDs; resend it); anything about other workers' caches (each
@@ -29,14 +30,18 @@ front).
 
 from __future__ import annotations
 
+import errno
 import hmac
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from capture_ledger.impl.http.auth import validate_bearer_token
 from capture_ledger.impl.http.body_limit import MAX_BODY_BYTES, BodyLimit, too_large_body
+from capture_ledger.impl.http.json_body import StrictJsonBody
 from capture_ledger.impl.http.metrics import CONTENT_TYPE, LedgerMetrics
+from capture_ledger.impl.http.responses import JsonAnswer, error_answer
 from capture_ledger.impl.http.routes import (
     MANIFEST_ROUTE,
     METRICS_ROUTE,
@@ -44,6 +49,7 @@ from capture_ledger.impl.http.routes import (
     PREFIX,
     REMOVAL_ROUTES,
 )
+from capture_ledger.impl.store.lines import CorruptLedgerError
 from capture_ledger.spec.core.errors import (
     CaptureLedgerError,
     ConflictingRecordError,
@@ -87,13 +93,17 @@ ROLLOUT_ID_SCHEMA: dict[str, Any] = {
     "pattern": f"^{ROLLOUT_ID_PATTERN.pattern}$",
 }
 
-#: One status per error class, most specific first (R-HTTP-3; the client maps them back, R-HTTP-5).
+#: One status per error class, most specific first (R-HTTP-3; the client maps them back, R-HTTP-5). A
+#: corrupt ledger is the server's data fault, not the caller's mistake: a 500, counted and retried as one.
 STATUS_BY_ERROR: tuple[tuple[type[Exception], int], ...] = (
     (RolloutRetiredError, 410),
     (InvalidRolloutIdError, 400),
     (ConflictingRecordError, 409),
+    (CorruptLedgerError, 500),
     (CaptureLedgerError, 400),
 )
+
+logger = logging.getLogger("capture_ledger.impl.http.server")
 
 
 #: The summary of each removal route in the OpenAPI document.
@@ -136,7 +146,7 @@ class ManifestBody(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """Every 4xx answer: a sentence, the error's class name, and the rollout ID when there is one."""
+    """Every error answer, 4xx and 5xx: a sentence, the error's class name, the rollout ID if any."""
 
     detail: Any
     error: str
@@ -151,8 +161,14 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         410: "The rollout is retired: its ledger is gone, not empty.",
         413: f"The body is larger than {MAX_BODY_BYTES} bytes, more than the largest batch needs; "
         "answered before the rest is read, and the connection is closed.",
-        422: "A malformed body: not UTF-8 JSON, not an object, an unknown field, not a list of strings, "
+        408: "The request's body did not arrive in time; the connection is closed.",
+        415: "A charset other than UTF-8 was declared; the connection is closed.",
+        422: "A malformed body: not UTF-8 JSON (a byte-order mark, UTF-16, a key repeated in one object, "
+        "nesting too deep), not an object, an unknown field, not a list of strings, "
         f"an empty list, or more than {MAX_LEDGER_BATCH} IDs.",
+        500: "The server failed (an OSError of the store, a corrupt ledger); retire and delete may be "
+        "resent.",
+        503: "Too many open connections to this worker; retry after a pause.",
     }
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
 
@@ -164,14 +180,52 @@ def _status_of(error: BaseException) -> int:
     return 400
 
 
-def _error_response(status: int, error: BaseException, detail: Any = None) -> JSONResponse:
+def _error_response(status: int, error: BaseException, detail: Any = None) -> JsonAnswer:
+    # error_answer renders a lone surrogate in the detail (an invalid ID may hold one) as its escape:
+    # Starlette's JSONResponse raised UnicodeEncodeError there and turned this 400 into a 500 (R-HTTP-3).
     rollout_id = getattr(error, "rollout_id", None)
-    body = ErrorBody(
-        detail=str(error) if detail is None else detail,
-        error=type(error).__name__,
-        rollout_id=rollout_id if isinstance(rollout_id, str) else None,
+    return error_answer(
+        status, type(error).__name__, str(error) if detail is None else detail, rollout_id=rollout_id
     )
-    return JSONResponse(body.model_dump(), status_code=status)
+
+
+def _os_error_detail(error: OSError) -> str:
+    # The errno and its meaning, not the message: that may name paths of the server's file system.
+    name = errno.errorcode.get(error.errno or 0, str(error.errno))
+    return f"the ledger failed: {name} ({error.strerror or 'no reason given'}); the call may be resent"
+
+
+class _ServerErrors:
+    """ASGI middleware, outermost: any exception no handler answered becomes a 500 in the error shape with
+    ``Connection: close`` (the server's state for this connection is unknown), logged once here.
+
+    Without it Starlette answered ``text/plain`` "Internal Server Error" and uvicorn then dropped the
+    connection without saying so, so the client's next request on it failed (R-HTTP-7).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watching_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching_send)
+        except Exception as error:
+            if started:
+                raise  # half an answer sent: only dropping the connection is left (uvicorn does)
+            logger.exception("unhandled error answering %s %s", scope.get("method"), scope.get("path"))
+            detail = f"the server failed: {type(error).__name__}"
+            await error_answer(500, type(error).__name__, detail, close=True)(scope, receive, send)
 
 
 class _LedgerRefusedError(Exception):
@@ -197,12 +251,14 @@ class _BearerAuth:
             await send({"type": "websocket.close", "code": 1008})  # policy violation
             return
         if scope["type"] == "http" and not self._authorized(scope):
-            response = JSONResponse(
-                {"detail": "missing or wrong bearer token", "error": "Unauthorized", "rollout_id": None},
-                status_code=401,
+            response = error_answer(
+                401,
+                "Unauthorized",
+                "missing or wrong bearer token",
                 # close: else uvicorn reads and drops the whole unread body, however long, to keep the
                 # connection (measured: a 55 MB body after a 401 was read to its end, docs/http.md).
-                headers={"WWW-Authenticate": "Bearer", "Connection": "close"},
+                close=True,
+                headers={"WWW-Authenticate": "Bearer"},
             )
             await response(scope, receive, send)
             return
@@ -212,12 +268,20 @@ class _BearerAuth:
         values = [value for name, value in scope.get("headers", ()) if name.lower() == b"authorization"]
         if len(values) != 1:
             return False
-        scheme, _, credentials = bytes(values[0]).strip().partition(b" ")
+        # Exactly "Bearer", one space, the token: nothing around it, no second space (R-HTTP-2). A header
+        # value's surrounding whitespace is the HTTP parser's to strip; anything inside is refused.
+        scheme, space, credentials = bytes(values[0]).partition(b" ")
         # compare_digest on bytes: constant time in the token's length, and no TypeError on non-ASCII.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._token)
+        return scheme.lower() == b"bearer" and space == b" " and hmac.compare_digest(credentials, self._token)
 
 
-def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = None) -> FastAPI:
+def create_app(
+    ledger: Any,
+    *,
+    auth_token: str,
+    metrics: LedgerMetrics | None = None,
+    body_timeout: float | None = 30.0,
+) -> FastAPI:
     """The control-plane app serving ``ledger``.
 
     Args:
@@ -225,6 +289,8 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
         auth_token: the bearer token every request must carry (RFC 6750 token characters).
         metrics: the registry to report into; by default a new one. The hosting model server can write
             through ``app.state.metrics.instrument(ledger)`` so that ``record`` is timed too.
+        body_timeout: seconds a request's whole body may take to arrive (408 after, R-HTTP-7); ``None``
+            for no limit.
 
     Returns:
         The app; ``app.state.ledger`` and ``app.state.metrics`` hold what it serves.
@@ -264,24 +330,24 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
     @app.get(
         PREFIX + MANIFEST_ROUTE,
         response_model=ManifestBody,
-        responses=_responses(400, 401, 410),
+        responses=_responses(400, 401, 410, 500, 503),
         dependencies=[bearer],
         summary="Read a rollout's manifest",
         tags=["rollouts"],
     )
     async def read_manifest(
         rollout_id: Annotated[str, Path(json_schema_extra=ROLLOUT_ID_SCHEMA)],
-    ) -> JSONResponse:
+    ) -> JsonAnswer:
         validate_rollout_id(rollout_id)  # before the ledger sees it (R-ID-1)
-        return JSONResponse(await call("manifest", rollout_id))
+        return JsonAnswer(await call("manifest", rollout_id))
 
-    def removal(operation: str) -> Callable[[RemovalRequest], Awaitable[JSONResponse]]:
-        async def remove(body: RemovalRequest) -> JSONResponse:
+    def removal(operation: str) -> Callable[[RemovalRequest], Awaitable[JsonAnswer]]:
+        async def remove(body: RemovalRequest) -> JsonAnswer:
             batch = validate_rollout_ids(body.rollout_ids)  # whole batch before any change (R-BATCH-2)
             result = await call(operation, batch)
             removed = {"removed": list(result["removed"]), "absent": list(result["absent"])}
             metrics.count_removal(operation, removed)
-            return JSONResponse(removed)
+            return JsonAnswer(removed)
 
         return remove
 
@@ -289,7 +355,7 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
         app.post(
             PREFIX + REMOVAL_ROUTES[operation],
             response_model=RemovalBody,
-            responses=_responses(400, 401, 413, 422),
+            responses=_responses(400, 401, 408, 413, 415, 422, 500, 503),
             dependencies=[bearer],
             summary=summary,
             tags=["rollouts"],
@@ -311,24 +377,30 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
 
-    async def on_ledger_error(request: Request, error: Exception) -> JSONResponse:
+    async def on_ledger_error(request: Request, error: Exception) -> JsonAnswer:
         return _error_response(_status_of(error), error)
 
-    async def on_refused(request: Request, error: Exception) -> JSONResponse:
+    async def on_os_error(request: Request, error: Exception) -> JsonAnswer:
+        # A genuine server fault (R-HTTP-3): a 500 in the error shape, never swallowed, and the connection
+        # kept: the request was read whole, so the next one on it is sound.
+        assert isinstance(error, OSError)
+        logger.error("the ledger failed answering %s %s: %r", request.method, request.url.path, error)
+        return _error_response(500, error, _os_error_detail(error))
+
+    async def on_refused(request: Request, error: Exception) -> JsonAnswer:
         assert isinstance(error, _LedgerRefusedError)
         return _error_response(400, error.error)
 
-    async def on_invalid_body(request: Request, error: Exception) -> JSONResponse:
+    async def on_invalid_body(request: Request, error: Exception) -> JsonAnswer:
         assert isinstance(error, RequestValidationError)
         # Echo where and why, never the input itself (it may be a 4096-ID list).
         problems = [
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
             for e in error.errors()
         ]
-        body = {"detail": problems, "error": "RequestValidationError", "rollout_id": None}
-        return JSONResponse(body, status_code=422)
+        return error_answer(422, "RequestValidationError", problems)
 
-    async def on_http_error(request: Request, error: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, error: Exception) -> JsonAnswer:
         assert isinstance(error, StarletteHTTPException)
         headers = getattr(error, "headers", None)
         if error.status_code == 413:
@@ -337,17 +409,20 @@ def create_app(ledger: Any, *, auth_token: str, metrics: LedgerMetrics | None = 
             # FastAPI answers a body it cannot read (not UTF-8, nested too deep) with a bare 400 {"detail"}
             # raised from the cause: a malformed body like invalid JSON, so a 422 in the ErrorBody shape.
             problem = {"loc": ["body"], "msg": "the body is not UTF-8 JSON", "type": "json_invalid"}
-            body = {"detail": [problem], "error": "RequestValidationError", "rollout_id": None}
-            return JSONResponse(body, status_code=422)
+            return error_answer(422, "RequestValidationError", [problem])
         else:  # 404, 405 (with its Allow header) and any other: the ErrorBody shape too
             body = {"detail": error.detail, "error": "HTTPException", "rollout_id": None}
-        return JSONResponse(body, status_code=error.status_code, headers=headers)
+        return JsonAnswer(body, status_code=error.status_code, headers=headers)
 
     for kind, _status in STATUS_BY_ERROR:
         app.add_exception_handler(kind, on_ledger_error)
+    app.add_exception_handler(OSError, on_os_error)
     app.add_exception_handler(_LedgerRefusedError, on_refused)
     app.add_exception_handler(RequestValidationError, on_invalid_body)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)  # inner: after the token check (R-HTTP-6)
-    app.add_middleware(_BearerAuth, token=auth_token)  # outermost: a stranger gets 401, whatever the size
+    # Outermost last: unhandled errors, then the token, then the body's size and time, then its encoding.
+    app.add_middleware(StrictJsonBody)  # strict UTF-8 JSON, no repeated keys (R-HTTP-3)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, timeout=body_timeout)  # after the token (R-HTTP-6)
+    app.add_middleware(_BearerAuth, token=auth_token)  # a stranger gets 401, whatever the size
+    app.add_middleware(_ServerErrors)  # outermost: every unhandled error a 500 in the one shape
     return app

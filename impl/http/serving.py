@@ -12,7 +12,7 @@ R-HTTP-1, R-STORE-2).
   app, served by the same workers and the same ledger handle.
 
 Servers on loopback for tests, benchmarks and the simulation (``ServerProcess``, ``ServerThread``) live in
-``impl.simulate.servers``, off the production path.
+``impl.simulate`` (its test servers), off the production path.
 
 Not guaranteed: any TLS; a token kept secret from processes of the
 same user (the workers receive it in their environment, which such processes can read).
@@ -30,6 +30,7 @@ from typing import Any
 import uvicorn
 from anyio.to_thread import current_default_thread_limiter
 from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.impl.http.limits import guarded_protocol, limits_from_environment
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.store.file_store import FileLineageStore
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -161,7 +162,9 @@ def app_from_environment() -> ASGIApp:
         ledger: Any = FileLineageStore(directory, group_commit=options.group_commit)
     else:
         ledger = import_from_string(target)(directory)
-    app = create_app(ledger, auth_token=os.environ[TOKEN_ENV])
+    app = create_app(
+        ledger, auth_token=os.environ[TOKEN_ENV], body_timeout=limits_from_environment().body_timeout
+    )
     if options.extend is not None:
         import_from_string(options.extend)(app, ledger)
     return _ClosingApp(app, ledger, threads=options.threads)
@@ -191,6 +194,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log: bool) -> None:
     """Serve on ``sock`` with ``workers`` uvicorn processes (one: this process) until told to stop.
 
+    The server's limits (connections, head, body and keep-alive timeouts, the HTTP parser, R-HTTP-7) come
+    from ``$CAPTURE_LEDGER_SERVE_LIMITS`` (``impl.http.limits``), the defaults when it is unset.
+
     Args:
         sock: the bound socket (``listening_socket``); the workers inherit it.
         workers: worker processes, at least 1; each builds its app with ``app_from_environment``.
@@ -198,6 +204,7 @@ def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log
         access_log: log every request.
     """
     sock.set_inheritable(True)  # the workers receive it
+    limits = limits_from_environment()  # $CAPTURE_LEDGER_SERVE_LIMITS, read again by each worker
     config = uvicorn.Config(
         f"{__name__}:app_from_environment",
         factory=True,
@@ -205,6 +212,10 @@ def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log
         log_level=log_level,
         access_log=access_log,
         timeout_graceful_shutdown=5,
+        # R-HTTP-7: the connection cap and the head timeout live in the protocol (impl/http/limits.py).
+        http=guarded_protocol(),
+        timeout_keep_alive=limits.keep_alive_timeout,
+        loop=limits.loop,  # checked by ServerLimits
     )
     if workers == 1:
         uvicorn.Server(config).run(sockets=[sock])

@@ -29,6 +29,7 @@ from typing import IO, Any, Self
 import httpx
 import uvicorn
 from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.impl.http.limits import LIMITS_ENV, ServerLimits, guarded_protocol
 from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX
 from capture_ledger.impl.http.serving import ServeOptions, listening_socket
 
@@ -96,6 +97,7 @@ class ServerProcess(_Served):
         ledger: str | None = None,
         options: ServeOptions | None = None,
         startup_timeout: float = 60.0,
+        limits: ServerLimits | None = None,
     ) -> None:
         """Describe the server; ``start`` (or ``with``) runs it.
 
@@ -107,6 +109,8 @@ class ServerProcess(_Served):
             ledger: ``module:callable`` opening the served ledger (default: the file store).
             options: ``--no-group-commit``, ``--threads``, ``--extend`` as ``ServeOptions``.
             startup_timeout: seconds to wait for the first answer.
+            limits: the server's limits (``$CAPTURE_LEDGER_SERVE_LIMITS`` of the child); ``None``: the
+                defaults, or what this process's environment says.
         """
         self.directory = Path(directory)
         self.token = token
@@ -115,6 +119,7 @@ class ServerProcess(_Served):
         self.ledger = ledger
         self.options = options or ServeOptions()
         self.startup_timeout = startup_timeout
+        self.limits = limits
         self.url = ""
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None  # the running child's standard error
@@ -152,6 +157,8 @@ class ServerProcess(_Served):
         if self.options.extend is not None:
             command += ["--extend", self.options.extend]
         environment = {**os.environ, TOKEN_ENV: self.token}
+        if self.limits is not None:
+            environment[LIMITS_ENV] = self.limits.to_json()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop
         self._process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=self._stderr, env=environment
@@ -203,11 +210,24 @@ class ServerProcess(_Served):
 class ServerThread(_Served):
     """uvicorn serving ``app`` in a daemon thread of this process, on a loopback port."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1") -> None:
-        """Bind the socket now (so the port is known before any request), serve on ``start``."""
+    def __init__(self, app: Any, *, host: str = "127.0.0.1", limits: ServerLimits | None = None) -> None:
+        """Bind the socket now (so the port is known before any request), serve on ``start``.
+
+        ``limits``: the connection cap, head and keep-alive timeouts and parser of ``serve``'s workers
+        (``impl.http.limits``; the body timeout is the app's, ``create_app(body_timeout=...)``).
+        """
         self._socket = listening_socket(host, 0)
         self.url = f"http://{host}:{self._socket.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        chosen = limits or ServerLimits()
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            http=guarded_protocol(chosen),
+            timeout_keep_alive=chosen.keep_alive_timeout,
+            loop=chosen.loop,  # checked by ServerLimits
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, args=([self._socket],), daemon=True)
 

@@ -17,8 +17,14 @@ will serve.
 - ``nonempty-fence``: a fence file with content (not written by the store). Never fixed.
 - ``stray-file``: any other name (not a lock file, not a ledger or fence of a valid ID). Never deleted.
 
-Not guaranteed: that a directory in use by running stores stays as reported after ``check`` returns
-(fixes take each rollout's lock, so they are safe to run beside live stores, but a report is a snapshot).
+The listing only says which files to look at: every decision about a ledger (its rows, a torn tail,
+whether its fence exists) is taken from reads made under the rollout's lock, and the fix is applied in
+that same hold. So ``fix=True`` is safe beside running stores: a ledger that another handle deleted and
+re-created after the listing is judged as the new, unfenced ledger it is, and left alone.
+
+Not guaranteed: that a directory in use by running stores stays as reported after ``check`` returns (a
+report is a snapshot; a fence created after the listing is seen only when its ledger is looked at, and a
+fence alone is never reported).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from capture_ledger.impl.store.lines import (
     LEDGER_SUFFIX,
     CorruptLedgerError,
     decode,
+    fence_name,
     ledger_name,
 )
 from capture_ledger.impl.store.locks import rollout_slot, stripe_lock
@@ -143,7 +150,6 @@ def check(
 
 def _check(fs: FileSystem, *, fix: bool) -> list[Finding]:
     names = fs.listdir()
-    fences = {p[0] for p in map(_rollout_of, names) if p is not None and p[1] == FENCE_SUFFIX}
     findings: list[Finding] = []
     unlinked = False
     for name in names:
@@ -183,7 +189,10 @@ def _check(fs: FileSystem, *, fix: bool) -> list[Finding]:
                         fixed=repaired,
                     )
                 )
-            if rollout_id in fences:
+            # Decided under the lock, never from the listing: since it was taken another handle may have
+            # deleted X and recorded it anew (no fence now: fixing would unlink returned records), or a
+            # retire may have fenced it (R-STORE-8, R-CONC-3).
+            if fs.stat(fence_name(rollout_id)) is not None:
                 if fix:
                     fs.advance_generation(stripe, slot)
                     unlinked |= fs.unlink(ledger_name(rollout_id))

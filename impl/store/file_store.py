@@ -22,6 +22,7 @@ of fences on a file system without a journal when ``fence_sync="directory"`` is 
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -162,6 +163,9 @@ class FileLineageStore:
         self._counts = dict.fromkeys(OPERATIONS, 0)
         self._fences_written = 0
         self._discarded = 0
+        #: Rollouts whose ledger had a write that failed and could not be undone: rollout ID -> the
+        #: ledger's inode (``None``: unknown). Changed under the rollout's lock (R-STORE-13).
+        self._poisoned: dict[str, int | None] = {}
         logger.info(
             "lineage store on %s: fence_sync=%s (%s), group_commit=%s",
             self.directory,
@@ -288,10 +292,17 @@ class FileLineageStore:
             generation = fs.generation(stripe, slot)
             fd = fs.open_append(name, create=False)
             if fd is None:
+                if self._poisoned:
+                    self._poisoned.pop(rollout_id, None)  # that ledger is gone: nothing left to refuse
                 # No ledger, so no rows: the one case in which a write looks for the fence (R-WRITE-6).
                 if self._fenced_for_write(rollout_id):
                     return True
-                stat = order.create_ledger(fs, name, line)
+                try:
+                    stat = order.create_ledger(fs, name, line)
+                except OSError:
+                    if not order.undo_create(fs, name):
+                        self._poison(rollout_id, None)
+                    raise
                 cached = CachedLedger(
                     inode=stat.inode, end=stat.size, generation=generation, durable=stat.size
                 )
@@ -307,15 +318,31 @@ class FileLineageStore:
                     self._cache.put(rollout_id, loaded)
                     return True
                 if _already_there(loaded, entry, rollout_id):
+                    self._refuse_if_poisoned(rollout_id, fd)
                     # R-CRASH-1: the row may come from a call that failed or died before its syncs; only
                     # when this handle itself made every row it knows durable is there nothing to do.
                     if loaded.durable < loaded.end:
-                        order.confirm_existing(fs, fd)
+                        try:
+                            order.confirm_existing(fs, fd)
+                        except OSError:
+                            # R-STORE-13: the row cannot be written again (it would be there twice), and
+                            # a later fsync may succeed without it on disk: refuse its re-records.
+                            self._poison(rollout_id, fd)
+                            raise
                         loaded.durable = loaded.end
                     self._cache.put(rollout_id, loaded)
                     return False
                 torn_end = loaded.end if size > loaded.end else None
-                order.append_line(fs, fd, line, torn_end=torn_end, first_row=not loaded.entries)
+                first_row = not loaded.entries
+                try:
+                    order.append_line(fs, fd, line, torn_end=torn_end, first_row=first_row)
+                except OSError:
+                    start = loaded.end  # where the line began (after the torn tail's cut, if any)
+                    if first_row:
+                        self._cache.drop(rollout_id)
+                    if not order.undo_append(fs, fd, name, start, first_row=first_row, slot=(stripe, slot)):
+                        self._poison(rollout_id, fd)
+                    raise
             finally:
                 fs.close(fd)
             loaded.end += len(line)
@@ -323,6 +350,32 @@ class FileLineageStore:
             loaded.add(entry)
             self._cache.put(rollout_id, loaded)
             return False
+
+    def _poison(self, rollout_id: str, fd: int | None) -> None:
+        """Under the lock: a write to the ledger failed and could not be undone, so rows in it may not be
+        durable although a later fsync would succeed (R-STORE-13). Remembered with the file's inode."""
+        try:
+            inode = self._fs.fstat(fd).inode if fd is not None else None
+        except OSError:
+            inode = None
+        self._poisoned[rollout_id] = inode
+        self._cache.drop(rollout_id)
+
+    def _refuse_if_poisoned(self, rollout_id: str, fd: int) -> None:
+        """Under the lock, before a re-record is acknowledged: raise ``OSError(EIO)`` while the ledger this
+        handle poisoned is still the one open (R-STORE-13); forget the poison once it was replaced."""
+        if not self._poisoned or rollout_id not in self._poisoned:
+            return
+        inode = self._poisoned[rollout_id]
+        if inode is not None and self._fs.fstat(fd).inode != inode:
+            del self._poisoned[rollout_id]
+            return
+        raise OSError(
+            errno.EIO,
+            f"an earlier write or sync of the ledger of {rollout_id!r} failed and could not be undone, so "
+            "this handle cannot vouch that its rows are durable (a later fsync may succeed without them on "
+            "disk); re-records of rows already in it are refused until the rollout is retired or deleted",
+        )
 
     def _fenced_for_write(self, rollout_id: str) -> bool:
         """Whether a write to a rollout without rows is discarded by a fence (R-WRITE-4, R-WRITE-6)."""
@@ -487,6 +540,7 @@ class _Rollouts:
 
     def forget(self, rollout_id: str) -> None:
         self._store._cache.drop(rollout_id)
+        self._store._poisoned.pop(rollout_id, None)  # removed: the ledger it described is gone
 
 
 def _validated(rollout_id: object) -> str:

@@ -15,7 +15,9 @@ bumps the rollout's counter under the lock before it unlinks a ledger, and every
 the value its cache saw, so a cached entry is never trusted after another handle or process removed the
 file, even when the file system reuses the inode number at once (ext4 does, measured) (R-STORE-7). The
 counters are volatile coordination, not data: they are never fsynced, a crash may lose them, and after a
-crash no cache survives. Recorders may treat them as having no durable effect.
+crash no cache survives. Recorders may treat them as having no durable effect. A lock file gets the blocks
+of its whole counter area when it is created (or, made by an older version, at the next open), so that
+bumping a counter needs no new block and retire and delete still work on a full file system (R-STORE-12).
 
 ``await_sync`` is the one call that is not about files: a caller of group commit (``syncs``, R-STORE-9)
 blocks there until the shared sync it needs has finished or none is running. It is on the seam, as ``lock``
@@ -50,7 +52,7 @@ __all__ = [
     "lock_file_name",
 ]
 
-#: Removal counters per lock file (R-STORE-7); 4096 bytes per lock file.
+#: Removal counters per lock file (R-STORE-7); 4096 bytes per lock file, allocated when it is created.
 GENERATION_SLOTS = 512
 
 
@@ -168,6 +170,7 @@ class OsFileSystem:
             except FileExistsError:
                 fd = os.open(path, os.O_RDWR)
             self._lock_fds.append(fd)
+            _reserve_counters(fd)
         if created:
             os.fsync(self._dir_fd)
 
@@ -301,6 +304,39 @@ class OsFileSystem:
                 if error.errno != errno.EBADF:
                     raise
         self._lock_fds = []
+
+
+#: The bytes of a lock file's removal counters: allocated when the file is opened (``_reserve_counters``).
+_COUNTER_BYTES = GENERATION_SLOTS * 8
+
+
+def _reserve_counters(fd: int) -> None:
+    """Give lock file ``fd`` the blocks of its whole counter area now, so that bumping a removal counter
+    (a ``pwrite`` inside it) never needs a new block: retire and delete must work on a full file system,
+    which they are how one frees space (R-STORE-12).
+
+    Under the stripe's ``flock`` (every counter write holds it, so no counter changes meanwhile): zeros are
+    written from the file's end to the end of the area (never over a counter), and holes an older version
+    left before its counters are filled with ``posix_fallocate``, which changes no byte. A file system that
+    cannot allocate now (full, or no ``fallocate``) is left as it is: its removals may then fail with
+    ``ENOSPC`` as before. Not guaranteed on copy-on-write file systems (btrfs, ZFS), where every write of
+    a block needs a new one.
+    """
+    st = os.fstat(fd)
+    if st.st_size >= _COUNTER_BYTES and st.st_blocks * 512 >= _COUNTER_BYTES:
+        return  # the usual open: reserved when it was created
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        size = os.fstat(fd).st_size
+        if size < _COUNTER_BYTES:
+            os.pwrite(fd, bytes(_COUNTER_BYTES - size), size)
+        if os.fstat(fd).st_blocks * 512 < _COUNTER_BYTES:
+            os.posix_fallocate(fd, 0, _COUNTER_BYTES)
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC

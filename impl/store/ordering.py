@@ -6,10 +6,12 @@ fence checks that go with them. ``FileLineageStore`` makes every such call throu
 this order:
 
 - **append** (R-STORE-3): [truncate a torn tail], write the line, fsync the file [and the directory when
-  the file held no row yet: its creator may have died before syncing its entry]. **Creating** a ledger:
-  open with ``O_CREAT``, write, fsync the file, then fsync the directory before the record returns, all
-  under the rollout's lock (so no other handle can append to, and return from, a file whose entry is not
-  yet durable).
+  the file held no row yet: its creator may have died before syncing its entry]. If any of it fails,
+  still under the lock, cut the file back to where the line began (``undo_append``; a ledger the
+  record created is unlinked, ``undo_create``): a failed fsync's pages cannot be trusted (R-STORE-13).
+  **Creating** a ledger: open with ``O_CREAT``, write, fsync the file, then fsync the directory before
+  the record returns, all under the rollout's lock (so no other handle can append to, and return from, a
+  file whose entry is not yet durable).
 - **retire** (R-STORE-4): phase 1, under each ID's lock, note whether it has a ledger and create the fence if
   missing; then one directory sync for the non-empty batch even when no fence was written (an overlapping
   or crashed retire may have created it without syncing); phase 2, for IDs that had a ledger file, under
@@ -38,6 +40,7 @@ never does. Not guaranteed here: anything about the persistence model itself (SP
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
@@ -168,6 +171,42 @@ class Ordering:
         if first_row:
             self.sync_created(fs)
 
+    def undo_append(
+        self, fs: FileSystem, fd: int, name: str, start: int, *, first_row: bool, slot: RolloutSlot
+    ) -> bool:
+        """After an append failed (its write, its fsync or its directory sync raised), still under the
+        rollout's lock: cut the ledger back to ``start``, where the line began (R-STORE-13).
+
+        After a failed fsync Linux may drop the dirty pages, or keep them marked clean, and report success
+        to the next fsync: a retry that found the line in the page cache and only fsynced again would
+        acknowledge a row that is not on disk. Cut away, the line is gone from the page cache too, so a
+        retry writes it again and its own fsync covers it. No other handle saw it (they read under the
+        lock). When the file held no row yet (``first_row``: its entry may be what failed to sync), it is
+        also removed (removal counter first, R-STORE-7), so a retry creates it anew and its directory sync
+        has a change to write.
+
+        Returns:
+            Whether the undo succeeded; ``False`` (it raised too) means the line may still be there and
+            the caller must not acknowledge it later (the store poisons the ledger).
+        """
+        try:
+            fs.truncate(fd, start)
+            if first_row:
+                fs.advance_generation(*slot)
+                fs.unlink(name)
+        except OSError:
+            return False
+        return True
+
+    def undo_create(self, fs: FileSystem, name: str) -> bool:
+        """After creating a ledger failed at any step, under the lock: unlink it (R-STORE-13). No handle saw
+        it; a retry creates it anew, with a directory sync that has an entry to write. Whether it worked."""
+        try:
+            fs.unlink(name)
+        except OSError:
+            return False
+        return True
+
     def confirm_existing(self, fs: FileSystem, fd: int) -> None:
         """Make an identical row already in the ledger durable before its re-record returns (R-CRASH-1).
 
@@ -240,7 +279,11 @@ class Ordering:
 
     def fence(self, fs: FileSystem, rollout_id: str) -> bool:
         """Create the ID's fence unless it exists (with ``fence_sync="file"``, fsync it either way: an
-        earlier retire that failed or died may have created it without its fsync). Whether it was new."""
+        earlier retire that failed or died may have created it without its fsync). Whether it was new.
+
+        A new fence whose fsync fails is unlinked again before the error is raised (R-STORE-13); an
+        existing one whose fsync fails is left (it may be another, returned retire's), and the error raised.
+        """
         fd = fs.create_file(fence_name(rollout_id))
         if fd is None:
             if self.fence_sync == "file":
@@ -254,7 +297,15 @@ class Ordering:
             return False
         try:
             if self.fence_sync == "file":
-                fs.fsync(fd)
+                try:
+                    fs.fsync(fd)
+                except OSError:
+                    # R-STORE-13's rule, for fences: a second fsync of this inode may succeed without it on
+                    # disk, so the fence goes (still under the lock: no other retire saw it) and the retry
+                    # creates a new one. The ledger is untouched: the ID is back in its pre-state.
+                    with contextlib.suppress(OSError):
+                        fs.unlink(fence_name(rollout_id))
+                    raise
         finally:
             fs.close(fd)
         return True

@@ -14,10 +14,16 @@ For calls without an effect (``stat``, ``read``, ``listdir``, ``fstat``, ``size`
 the caller never learns. ``FaultyFileSystem`` is a ``HookedFileSystem`` (``store.fs``) whose ``around``
 consults the plan.
 
-``lock``, ``unlock``, ``close`` and the removal counters (``generation``, ``advance_generation``,
-which live in the lock files) never fail here: their failure modes are not I/O errors the store could
-report meaningfully (a lost lock or a leaked descriptor), and a store that cannot release a lock wedges
-the test rather than telling us anything about durability.
+Every call of the seam may fail (``FAULTABLE_CALLS`` is every ``FileSystem`` method; a test pins that),
+because every one of them is a system call that can: ``flock`` (``ENOLCK``, ``EINTR``), the removal
+counters' ``pread``/``pwrite`` in the lock files (``EIO``; ``ENOSPC`` when a block must be allocated),
+``close`` (``EIO`` reporting a write-back error). Where a moment would misstate the kernel, it is mapped
+to the one that does not:
+
+- ``lock``, ``generation`` and ``await_sync``: always ``before`` (a lock taken and then reported as not
+  taken would wedge the store, and the kernel never does that; a read has no effect to take);
+- ``unlock`` and ``close``: always ``after`` (Linux releases a ``flock`` and frees a descriptor even when
+  the call reports an error, so the effect happens and the caller learns of a failure).
 
 Not guaranteed: the kernel's exact behaviour after an ``fsync`` error (on Linux the dirty pages may be
 dropped and the error reported once); this module models the caller-visible part only.
@@ -38,11 +44,14 @@ __all__ = ["FAULTABLE_CALLS", "Fault", "FaultyFileSystem", "InjectedFaultError",
 
 #: The seam calls a plan may fail.
 FAULTABLE_CALLS = (
+    "lock",
+    "unlock",
     "stat",
     "read",
     "open_append",
     "write",
     "fsync",
+    "close",
     "create_file",
     "unlink",
     "sync_dir",
@@ -51,7 +60,13 @@ FAULTABLE_CALLS = (
     "fstat",
     "size",
     "truncate",
+    "generation",
+    "advance_generation",
+    "await_sync",
 )
+#: Calls whose planned fault always strikes before the call, and those for which it always strikes after.
+_ALWAYS_BEFORE = frozenset({"lock", "generation", "await_sync"})
+_ALWAYS_AFTER = frozenset({"unlock", "close"})
 
 
 class InjectedFaultError(OSError):
@@ -94,6 +109,10 @@ class FaultyFileSystem(HookedFileSystem):
         fault = plan(call.method, call.name) if plan is not None and call.method in FAULTABLE_CALLS else None
         if fault is None:
             return proceed()
+        if call.method in _ALWAYS_BEFORE:
+            fault = Fault(fault.code, "before")
+        elif call.method in _ALWAYS_AFTER:
+            fault = Fault(fault.code, "after")
         if fault.when == "partial" and call.method == "write" and call.fd is not None:
             data = call.args[1]
             if isinstance(data, bytes) and len(data) > 1:

@@ -198,7 +198,10 @@ class Fuzz:
         where = f"{method} {path} {headers!r} {body!r:.80} -> {answer.status_code} {answer.text[:200]!r}"
         assert answer.status_code < 500, where
         if not authorized(headers):
-            assert answer.status_code == 401, where
+            # 401; or, for a head the HTTP parser itself refuses (httptools refuses control characters in
+            # header values that h11 passes on), its 400 in the error shape, before any route or the token.
+            parser_refused = answer.status_code == 400 and answer.json().get("error") == "InvalidHTTPRequest"
+            assert answer.status_code == 401 or parser_refused, where
         removal = method == "POST" and path.endswith(("/rollouts/retire", "/rollouts/delete"))
         if not (removal and answer.status_code == 200):
             assert snapshot(self.directory) == before, f"a rejected request changed the directory: {where}"

@@ -494,7 +494,7 @@ def test_async_client_retries_retire_and_delete_after_server_errors() -> None:
             assert error.value.status == 503
             failures["left"] = 1
             with pytest.raises(ServerError):
-                await no_retry.manifest("a")  # reads are not retried by the client
+                await no_retry.manifest("a")  # retries=0: not resent either
         failures["left"] = 3
         gives_up, transport = _client(flaky, retries=2, backoff=0.001)
         async with gives_up:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory
 from capture_ledger.impl.study.faults import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
 from capture_ledger.spec.core.model import (
@@ -175,3 +175,127 @@ def test_fault_moments(tmp_path: Path) -> None:
     assert got is not None and got[1] == b"01234"
     assert faulty.injected == 1
     inner.close_all()
+
+
+def test_every_seam_call_can_be_failed() -> None:
+    """No call of the seam is declared unable to fail: every method of ``FileSystem`` is in
+    ``FAULTABLE_CALLS`` (a removal counter's ``pwrite`` failing with ENOSPC is how retire and delete once
+    broke on a full disk, unseen because the injector said that call never fails)."""
+    methods = {
+        name for name, value in vars(FileSystem).items() if callable(value) and not name.startswith("_")
+    }
+    assert methods == set(FAULTABLE_CALLS)
+
+
+# ------------------------------------------------------------------ every call of every operation, in turn
+_A = {"model_call_id": "a"}
+_B = {"model_call_id": "b"}
+#: (name, setup operations, whether a second handle runs the setup, the operation under faults)
+SCENARIOS: tuple[tuple[str, tuple[Operation, ...], bool, Operation], ...] = (
+    ("record-new-ledger", (), False, Record("r0", _A)),
+    ("record-live", (Record("r0", _A),), False, Record("r0", _B)),
+    ("re-record-of-another-handle", (Record("r0", _A),), True, Record("r0", _A)),
+    ("record-failure", (Record("r0", _A),), False, RecordFailure("r0", "a", "timeout")),
+    ("late-write", (Record("r0", _A), Retire(("r0",))), False, Record("r0", _B)),
+    ("retire", (Record("r0", _A),), True, Retire(("r0", "r1"))),
+    ("delete", (Record("r0", _A), Record("r1", _A), Retire(("r1",))), False, Delete(("r0", "r1", "r2"))),
+)
+
+
+class _Counting:
+    """A plan that fails nothing and notes every faultable call: the calls of one operation, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, call: str, name: str) -> Fault | None:
+        self.calls.append(call)
+        return None
+
+
+class _Nth:
+    """Fail the ``index``-th faultable call (0-based, any method) once."""
+
+    def __init__(self, index: int, fault: Fault) -> None:
+        self.index, self.fault, self.seen = index, fault, -1
+
+    def __call__(self, call: str, name: str) -> Fault | None:
+        self.seen += 1
+        return self.fault if self.seen == self.index else None
+
+
+def _run_scenario(
+    directory: Path, setup: tuple[Operation, ...], other: bool, op: Operation, plan: object
+) -> tuple[FileLineageStore, OsFileSystem, FaultyFileSystem, LedgerState]:
+    model = LedgerState()
+    if other:
+        with FileLineageStore(directory, stripes=STRIPES) as writer:
+            for setup_op in setup:
+                run_operation(writer, setup_op)
+    inner = OsFileSystem(directory, stripes=STRIPES)
+    faulty = FaultyFileSystem(inner)
+    store = FileLineageStore(directory, fs=faulty)
+    if not other:
+        for setup_op in setup:
+            run_operation(store, setup_op)
+    for setup_op in setup:
+        model, _ = step(model, setup_op)
+    faulty.plan = plan  # type: ignore[assignment]
+    return store, inner, faulty, model
+
+
+@pytest.mark.parametrize(("name", "setup", "other", "op"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_each_call_of_each_operation_may_fail(
+    tmp_path: Path, name: str, setup: tuple[Operation, ...], other: bool, op: Operation
+) -> None:
+    """EIO and ENOSPC, before and after (and halfway through a write), at every seam call the operation
+    makes, one at a time: the fault is raised, never swallowed; a fresh handle reads every ID in a state
+    the crash contract allows; the retry without faults succeeds (or, for a re-record whose confirming
+    fsync failed, is refused, R-STORE-13) and then everything reads as the model says."""
+    counting = _Counting()
+    store, inner, _, model = _run_scenario(tmp_path / "count", setup, other, op, counting)
+    run_operation(store, op)
+    store.close()
+    inner.close_all()
+    calls = counting.calls
+    assert calls, name
+    cases = 0
+    for index, method in enumerate(calls):
+        moments = ["before", "after"] + (["partial"] if method == "write" else [])
+        for code in (errno.EIO, errno.ENOSPC):
+            for when in moments:
+                directory = tmp_path / f"{index}-{code}-{when}"
+                store, inner, faulty, model = _run_scenario(
+                    directory, setup, other, op, _Nth(index, Fault(code, when))
+                )
+                try:
+                    with pytest.raises(InjectedFaultError):
+                        run_operation(store, op)
+                    faulty.plan = None
+                    observation = observe_directory(directory, IDS, config=StoreConfig(stripes=STRIPES))
+                    assert observation.mismatches == () and observation.findings == (), (index, method)
+                    states = dict(observation.states)
+                    for rollout_id in IDS:
+                        initial = model.get(rollout_id)
+                        allowed = (
+                            allowed_states([Span(op=op, returned=False)], rollout_id, initial=initial)
+                            if touches(op, rollout_id)
+                            else {initial}
+                        )
+                        assert states[rollout_id] in allowed, (name, index, method, when, rollout_id)
+                    try:
+                        run_operation(store, op)  # the retry
+                    except OSError as refused:
+                        assert "refused" in str(refused), (name, index, method, when, refused)
+                        assert method in ("fsync", "sync_dir") and isinstance(op, Record), (name, method)
+                        continue
+                    after, _ = step(model, op)
+                    final = dict(
+                        observe_directory(directory, IDS, config=StoreConfig(stripes=STRIPES)).states
+                    )
+                    assert final == {rid: after.get(rid) for rid in IDS}, (name, index, method, when)
+                    cases += 1
+                finally:
+                    store.close()
+                    inner.close_all()
+    assert cases >= len(calls) * 2, (name, cases, calls)  # a count: most faults were retried to the model
