@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from capture_ledger.impl.store import FenceSync
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.ordering import FenceSync
 from capture_ledger.impl.study.crash import StoreConfig, explore, record
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit.crash import SMALL_WORKLOADS, WORKLOADS

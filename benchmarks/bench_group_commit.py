@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.impl.store import detect
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.filesystems import detect
 
 LINE = b'{"record":{"model_call_id":"m0","staging_key":"r/m0","tokens":812}}\n'
 

@@ -27,8 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import filelock
+from capture_ledger.impl.store import stripe_lock
 from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
-from capture_ledger.impl.store.locks import stripe_lock
 
 
 def _per_op(action: Callable[[], None], count: int) -> float:

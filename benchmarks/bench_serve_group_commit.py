@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import aiohttp
-from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX, REMOVAL_ROUTES
+from capture_ledger.impl.http import METRICS_ROUTE, PREFIX, REMOVAL_ROUTES
 from capture_ledger.impl.http.serving import ServeOptions
 from capture_ledger.impl.simulate import ServerProcess, latency, load_average, parse_metrics
 from capture_ledger.impl.store.file_store import FileLineageStore

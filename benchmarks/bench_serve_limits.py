@@ -38,8 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
-from capture_ledger.impl.http.limits import LIMITS_ENV, ServerLimits
-from capture_ledger.impl.http.routes import PREFIX, REMOVAL_ROUTES
+from capture_ledger.impl.http import LIMITS_ENV, PREFIX, REMOVAL_ROUTES, ServerLimits
 from capture_ledger.impl.simulate import ServerProcess, latency, load_average
 from capture_ledger.impl.store.file_store import FileLineageStore
 

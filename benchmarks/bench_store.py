@@ -39,8 +39,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from capture_ledger.impl.store import FenceSync
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.ordering import FenceSync
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 #: Per-operation times of the store and of the floor, in µs.

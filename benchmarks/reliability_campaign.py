@@ -51,11 +51,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from capture_ledger.impl.http import PREFIX, ServerLimits
 from capture_ledger.impl.http.client import RolloutControlClient
-from capture_ledger.impl.http.limits import ServerLimits
-from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.simulate import ServerProcess, load_average
-from capture_ledger.impl.store.consistency import check
+from capture_ledger.impl.store import check
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory
 from capture_ledger.spec.core.model import (

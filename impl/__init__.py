@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from capture_ledger.impl.http import LedgerMetrics
     from capture_ledger.impl.http.client import (
         AsyncRolloutControlClient,
         ControlPlaneError,
@@ -25,9 +26,8 @@ if TYPE_CHECKING:
         UnauthorizedError,
         UnexpectedResponseError,
     )
-    from capture_ledger.impl.http.metrics import LedgerMetrics
     from capture_ledger.impl.http.server import create_app
-    from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
+    from capture_ledger.impl.store import CorruptLedgerError, FenceSync, Finding, check, read_snapshot
     from capture_ledger.impl.store.file_store import (
         FileLineageStore,
         OperationCounts,
@@ -35,33 +35,31 @@ if TYPE_CHECKING:
         open_file_store,
     )
     from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-    from capture_ledger.impl.store.lines import CorruptLedgerError
-    from capture_ledger.impl.store.ordering import FenceSync
 
 _LOCATIONS = {
-    "FileLineageStore": "store.file_store",
-    "StoreStatistics": "store.file_store",
-    "OperationCounts": "store.file_store",
-    "open_file_store": "store.file_store",
-    "FenceSync": "store.ordering",
-    "Finding": "store.consistency",
-    "check": "store.consistency",
-    "read_snapshot": "store.consistency",
-    "FileSystem": "store.fs",
-    "OsFileSystem": "store.fs",
-    "CorruptLedgerError": "store.lines",
-    "create_app": "http.server",
-    "LedgerMetrics": "http.metrics",
-    "RolloutControlClient": "http.client",
-    "AsyncRolloutControlClient": "http.client",
-    "ControlPlaneError": "http.client",
-    "ControlPlaneTimeoutError": "http.client",
-    "ControlPlaneUnavailableError": "http.client",
-    "RequestRejectedError": "http.client",
-    "RetryPolicy": "http.client",
-    "ServerError": "http.client",
-    "UnauthorizedError": "http.client",
-    "UnexpectedResponseError": "http.client",
+    "FileLineageStore": "store",
+    "StoreStatistics": "store",
+    "OperationCounts": "store",
+    "open_file_store": "store",
+    "FenceSync": "store",
+    "Finding": "store",
+    "check": "store",
+    "read_snapshot": "store",
+    "FileSystem": "store",
+    "OsFileSystem": "store",
+    "CorruptLedgerError": "store",
+    "create_app": "http",
+    "LedgerMetrics": "http",
+    "RolloutControlClient": "http",
+    "AsyncRolloutControlClient": "http",
+    "ControlPlaneError": "http",
+    "ControlPlaneTimeoutError": "http",
+    "ControlPlaneUnavailableError": "http",
+    "RequestRejectedError": "http",
+    "RetryPolicy": "http",
+    "ServerError": "http",
+    "UnauthorizedError": "http",
+    "UnexpectedResponseError": "http",
 }
 
 __all__ = [

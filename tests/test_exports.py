@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def test_one_list_of_operation_names() -> None:
     import dataclasses
     import json
 
-    from capture_ledger.impl.http import metrics
+    from capture_ledger.impl.http import LedgerMetrics
     from capture_ledger.impl.store.file_store import OperationCounts
     from capture_ledger.spec.concurrency.history import Event, event_to_json
     from capture_ledger.spec.core.model import (
@@ -126,7 +127,7 @@ def test_one_list_of_operation_names() -> None:
     protocol = [name for name in vars(CaptureLedger) if not name.startswith("_")]
     assert list(OPERATIONS) == protocol
     assert tuple(f.name for f in dataclasses.fields(OperationCounts)) == OPERATIONS
-    assert metrics.OPERATIONS is OPERATIONS
+    assert sys.modules[LedgerMetrics.__module__].OPERATIONS is OPERATIONS
     # Recorded histories name each operation as the protocol does.
     ops: list[Operation] = [
         Record("r", {"model_call_id": "m"}),

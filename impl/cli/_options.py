@@ -15,7 +15,7 @@ import argparse
 import os
 from pathlib import Path
 
-from capture_ledger.impl.http.auth import TOKEN_ENV, validate_bearer_token
+from capture_ledger.impl.http import TOKEN_ENV, validate_bearer_token
 
 __all__ = ["FILE_STORE_TARGET", "UsageError", "add_token_option", "read_token"]
 

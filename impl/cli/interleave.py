@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.impl.study import StoreVariant
 from capture_ledger.impl.study.interleave import (
     GUARDS,
     SCENARIOS,
@@ -28,7 +29,6 @@ from capture_ledger.impl.study.interleave import (
     find_counterexample,
     store_opener,
 )
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.core.verdicts import Verdict, Violation, exit_code, worst
 
 __all__ = ["register", "run_cli"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError, add_token_option, read_token
-from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.impl.http import TOKEN_ENV
 from capture_ledger.spec.kit import load_target
 
 __all__ = ["register", "run_serve"]

@@ -9,9 +9,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capture_ledger.impl.http.auth import TOKEN_ENV, validate_bearer_token
-    from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_removals, plan_removal
-    from capture_ledger.impl.http.body_limit import MAX_BODY_BYTES
+    from capture_ledger.impl.http._auth import TOKEN_ENV, validate_bearer_token
+    from capture_ledger.impl.http._batching import batch_limit, check_removal, merge_removals, plan_removal
+    from capture_ledger.impl.http._body_limit import MAX_BODY_BYTES
+    from capture_ledger.impl.http._limits import (
+        LIMITS_ENV,
+        GuardedHttpToolsProtocol,
+        ServerLimits,
+        guarded_protocol,
+    )
+    from capture_ledger.impl.http._metrics import BUCKETS, LedgerMetrics, statistics_fields
+    from capture_ledger.impl.http._routes import (
+        METRICS_ROUTE,
+        OPENAPI_ROUTE,
+        PREFIX,
+        REMOVAL_ROUTES,
+        manifest_route,
+    )
     from capture_ledger.impl.http.client import (
         AsyncRolloutControlClient,
         ControlPlaneError,
@@ -24,26 +38,30 @@ if TYPE_CHECKING:
         UnauthorizedError,
         UnexpectedResponseError,
     )
-    from capture_ledger.impl.http.metrics import BUCKETS, LedgerMetrics, statistics_fields
-    from capture_ledger.impl.http.routes import (
-        METRICS_ROUTE,
-        OPENAPI_ROUTE,
-        PREFIX,
-        REMOVAL_ROUTES,
-        manifest_route,
-    )
     from capture_ledger.impl.http.server import create_app
     from capture_ledger.impl.http.serving import ServeOptions, listening_socket
 
-#: Public names and the module each is loaded from on first use.
+#: Public names and the private module each is loaded from on first use.
 _LAZY = {
-    "TOKEN_ENV": "capture_ledger.impl.http.auth",
-    "validate_bearer_token": "capture_ledger.impl.http.auth",
-    "batch_limit": "capture_ledger.impl.http.batching",
-    "check_removal": "capture_ledger.impl.http.batching",
-    "merge_removals": "capture_ledger.impl.http.batching",
-    "plan_removal": "capture_ledger.impl.http.batching",
-    "MAX_BODY_BYTES": "capture_ledger.impl.http.body_limit",
+    "TOKEN_ENV": "capture_ledger.impl.http._auth",
+    "validate_bearer_token": "capture_ledger.impl.http._auth",
+    "batch_limit": "capture_ledger.impl.http._batching",
+    "check_removal": "capture_ledger.impl.http._batching",
+    "merge_removals": "capture_ledger.impl.http._batching",
+    "plan_removal": "capture_ledger.impl.http._batching",
+    "MAX_BODY_BYTES": "capture_ledger.impl.http._body_limit",
+    "GuardedHttpToolsProtocol": "capture_ledger.impl.http._limits",
+    "LIMITS_ENV": "capture_ledger.impl.http._limits",
+    "ServerLimits": "capture_ledger.impl.http._limits",
+    "guarded_protocol": "capture_ledger.impl.http._limits",
+    "BUCKETS": "capture_ledger.impl.http._metrics",
+    "LedgerMetrics": "capture_ledger.impl.http._metrics",
+    "statistics_fields": "capture_ledger.impl.http._metrics",
+    "METRICS_ROUTE": "capture_ledger.impl.http._routes",
+    "OPENAPI_ROUTE": "capture_ledger.impl.http._routes",
+    "PREFIX": "capture_ledger.impl.http._routes",
+    "REMOVAL_ROUTES": "capture_ledger.impl.http._routes",
+    "manifest_route": "capture_ledger.impl.http._routes",
     "AsyncRolloutControlClient": "capture_ledger.impl.http.client",
     "ControlPlaneError": "capture_ledger.impl.http.client",
     "ControlPlaneTimeoutError": "capture_ledger.impl.http.client",
@@ -54,14 +72,6 @@ _LAZY = {
     "ServerError": "capture_ledger.impl.http.client",
     "UnauthorizedError": "capture_ledger.impl.http.client",
     "UnexpectedResponseError": "capture_ledger.impl.http.client",
-    "BUCKETS": "capture_ledger.impl.http.metrics",
-    "LedgerMetrics": "capture_ledger.impl.http.metrics",
-    "statistics_fields": "capture_ledger.impl.http.metrics",
-    "METRICS_ROUTE": "capture_ledger.impl.http.routes",
-    "OPENAPI_ROUTE": "capture_ledger.impl.http.routes",
-    "PREFIX": "capture_ledger.impl.http.routes",
-    "REMOVAL_ROUTES": "capture_ledger.impl.http.routes",
-    "manifest_route": "capture_ledger.impl.http.routes",
     "create_app": "capture_ledger.impl.http.server",
     "ServeOptions": "capture_ledger.impl.http.serving",
     "listening_socket": "capture_ledger.impl.http.serving",
@@ -69,6 +79,7 @@ _LAZY = {
 
 __all__ = [
     "BUCKETS",
+    "LIMITS_ENV",
     "MAX_BODY_BYTES",
     "METRICS_ROUTE",
     "OPENAPI_ROUTE",
@@ -79,17 +90,20 @@ __all__ = [
     "ControlPlaneError",
     "ControlPlaneTimeoutError",
     "ControlPlaneUnavailableError",
+    "GuardedHttpToolsProtocol",
     "LedgerMetrics",
     "RequestRejectedError",
     "RetryPolicy",
     "RolloutControlClient",
     "ServeOptions",
     "ServerError",
+    "ServerLimits",
     "UnauthorizedError",
     "UnexpectedResponseError",
     "batch_limit",
     "check_removal",
     "create_app",
+    "guarded_protocol",
     "listening_socket",
     "manifest_route",
     "merge_removals",

@@ -2,17 +2,17 @@
 (SPEC.md R-HTTP-4, R-HTTP-5).
 
 Both validate and de-duplicate the whole list before anything is sent (a bare string is a ``TypeError``),
-split it into requests of at most ``MAX_LEDGER_BATCH`` IDs (read at call time, or a smaller
-``batch_size``), and merge the results in order; the batching is ``capture_ledger.impl.http.batching``, shared
-by both. ``manifest`` validates its ID before building the URL and rejects a manifest that names another
-rollout. Answers map back to the errors the ledger raised: 410 -> ``RolloutRetiredError``, 400 naming an
-invalid ID -> ``InvalidRolloutIdError``; anything else -> a ``ControlPlaneError`` subclass carrying the
-status and the server's reason. ``retries`` resends a failed retire or delete request (timeouts, lost
-connections, 5xx) after an exponential backoff, and so is a ``manifest`` read: all three are idempotent
-(R-RETIRE-4). Whatever ``retries`` says, a request whose connection was dropped before any answer came
-(the server closed a kept-alive connection, or reset it) is resent once at once on a new connection
-(R-HTTP-7): RFC 9110 §9.2.2 allows it for idempotent requests, and without it the request after a server
-closed its end of a kept-alive connection failed.
+split it into requests of at most ``MAX_LEDGER_BATCH`` IDs (read at call time, or a smaller ``batch_size``),
+and merge the results in order; the batching is ``capture_ledger.impl.http._batching``, shared by both.
+``manifest`` validates its ID before building the URL and rejects a manifest that names another rollout.
+Answers map back to the errors the ledger raised: 410 -> ``RolloutRetiredError``, 400 naming an invalid ID ->
+``InvalidRolloutIdError``; anything else -> a ``ControlPlaneError`` subclass carrying the status and the
+server's reason. ``retries`` resends a failed retire or delete request (timeouts, lost connections, 5xx) after
+an exponential backoff, and so is a ``manifest`` read: all three are idempotent (R-RETIRE-4). Whatever
+``retries`` says, a request whose connection was dropped before any answer came (the server closed a
+kept-alive connection, or reset it) is resent once at once on a new connection (R-HTTP-7): RFC 9110 §9.2.2
+allows it for idempotent requests, and without it the request after a server closed its end of a kept-alive
+connection failed.
 
 Not guaranteed: atomicity across requests. When the third request of a split list fails, the first two
 have taken effect; resend the whole list (IDs the first attempt removed are then reported ``absent``). A
@@ -31,15 +31,15 @@ from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
 import httpx
-from capture_ledger.impl.http.auth import validate_bearer_token
-from capture_ledger.impl.http.batching import (
+from capture_ledger.impl.http._auth import validate_bearer_token
+from capture_ledger.impl.http._batching import (
     RemovalPlan,
     batch_limit,
     check_removal,
     merge_removals,
     plan_removal,
 )
-from capture_ledger.impl.http.routes import PREFIX, REMOVAL_ROUTES, manifest_route
+from capture_ledger.impl.http._routes import PREFIX, REMOVAL_ROUTES, manifest_route
 from capture_ledger.spec.core.errors import CaptureLedgerError, InvalidRolloutIdError, RolloutRetiredError
 from capture_ledger.spec.core.ids import validate_rollout_id
 from capture_ledger.spec.core.protocol import Manifest, RolloutRemoval

@@ -1,14 +1,14 @@
 """The HTTP control plane: FastAPI routes that read manifests, retire and delete (SPEC.md R-HTTP-1..3).
 
 ``create_app(ledger, auth_token=...)`` serves any ``CaptureLedger`` (sync or async methods) under
-``/training-token-capture/control`` (the paths are in ``capture_ledger.impl.http.routes``):
+``/training-token-capture/control`` (the paths are in ``capture_ledger.impl.http._routes``):
 
 - ``GET  /rollouts/{rollout_id}/manifest`` -> 200 manifest; 400 invalid ID; 410 retired (R-READ-3).
 - ``POST /rollouts/retire`` and ``POST /rollouts/delete`` with ``{"rollout_ids": [...]}`` -> 200
   ``{"removed", "absent"}``; 422 for a malformed body (not UTF-8 JSON, not an object, unknown field, not
   a list of strings, empty, more than ``MAX_LEDGER_BATCH`` IDs); 400 for an invalid ID, nothing changed
   (R-BATCH-2); 413 for a body larger than ``MAX_BODY_BYTES``, before more is read (R-HTTP-6).
-- ``GET  /metrics`` (Prometheus text, ``capture_ledger.impl.http.metrics``) and ``GET /openapi.json``.
+- ``GET  /metrics`` (Prometheus text, ``capture_ledger.impl.http._metrics``) and ``GET /openapi.json``.
 
 Every request, on every path, needs ``Authorization: Bearer <token>``, compared in constant time; anything
 else is 401 before the request reaches a route (R-HTTP-2), with ``Connection: close`` so that the server
@@ -37,19 +37,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from capture_ledger.impl.http.auth import validate_bearer_token
-from capture_ledger.impl.http.body_limit import MAX_BODY_BYTES, BodyLimit, too_large_body
-from capture_ledger.impl.http.json_body import StrictJsonBody
-from capture_ledger.impl.http.metrics import CONTENT_TYPE, LedgerMetrics
-from capture_ledger.impl.http.responses import JsonAnswer, error_answer
-from capture_ledger.impl.http.routes import (
+from capture_ledger.impl.http._auth import validate_bearer_token
+from capture_ledger.impl.http._body_limit import MAX_BODY_BYTES, BodyLimit, too_large_body
+from capture_ledger.impl.http._json_body import StrictJsonBody
+from capture_ledger.impl.http._metrics import CONTENT_TYPE, LedgerMetrics
+from capture_ledger.impl.http._responses import JsonAnswer, error_answer
+from capture_ledger.impl.http._routes import (
     MANIFEST_ROUTE,
     METRICS_ROUTE,
     OPENAPI_ROUTE,
     PREFIX,
     REMOVAL_ROUTES,
 )
-from capture_ledger.impl.store.lines import CorruptLedgerError
+from capture_ledger.impl.store import CorruptLedgerError
 from capture_ledger.spec.core.errors import (
     CaptureLedgerError,
     ConflictingRecordError,

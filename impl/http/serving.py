@@ -29,8 +29,8 @@ from typing import Any
 
 import uvicorn
 from anyio.to_thread import current_default_thread_limiter
-from capture_ledger.impl.http.auth import TOKEN_ENV
-from capture_ledger.impl.http.limits import guarded_protocol, limits_from_environment
+from capture_ledger.impl.http._auth import TOKEN_ENV
+from capture_ledger.impl.http._limits import guarded_protocol, limits_from_environment
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.store.file_store import FileLineageStore
 from starlette.types import ASGIApp, Receive, Scope, Send

@@ -22,7 +22,7 @@ from typing import Self
 
 from capture_ledger.impl.http.serving import ServeOptions
 from capture_ledger.impl.simulate._servers import ServerProcess
-from capture_ledger.impl.store.lines import FENCE_SUFFIX, LEDGER_SUFFIX
+from capture_ledger.impl.store import FENCE_SUFFIX, LEDGER_SUFFIX
 
 __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]
 

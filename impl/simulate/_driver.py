@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from capture_ledger.impl.http.routes import PREFIX, manifest_route
+from capture_ledger.impl.http import PREFIX, manifest_route
 from capture_ledger.impl.simulate._cluster import Cluster, DirectoryState, Server, measure
 from capture_ledger.impl.simulate._inference import INFERENCE_ROUTE
 from capture_ledger.impl.simulate._outcome import ArmOutcome

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import aiohttp
-from capture_ledger.impl.http.routes import PREFIX, REMOVAL_ROUTES
+from capture_ledger.impl.http import PREFIX, REMOVAL_ROUTES
 
 __all__ = ["RESENDS", "RemovalQueue", "RemovalRequests", "RemovalServerError", "resending"]
 

@@ -18,7 +18,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 import aiohttp
-from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX
+from capture_ledger.impl.http import METRICS_ROUTE, PREFIX
 from prometheus_client.parser import text_string_to_metric_families
 
 __all__ = ["WorkerMetrics", "parse_metrics", "scrape_every_worker"]

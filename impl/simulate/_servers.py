@@ -28,9 +28,14 @@ from typing import IO, Any, Self
 
 import httpx
 import uvicorn
-from capture_ledger.impl.http.auth import TOKEN_ENV
-from capture_ledger.impl.http.limits import LIMITS_ENV, ServerLimits, guarded_protocol
-from capture_ledger.impl.http.routes import METRICS_ROUTE, PREFIX
+from capture_ledger.impl.http import (
+    LIMITS_ENV,
+    METRICS_ROUTE,
+    PREFIX,
+    TOKEN_ENV,
+    ServerLimits,
+    guarded_protocol,
+)
 from capture_ledger.impl.http.serving import ServeOptions, listening_socket
 
 __all__ = ["ServerProcess", "ServerThread", "wait_until_answering"]

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.http.metrics import BUCKETS
+from capture_ledger.impl.http import BUCKETS
 from capture_ledger.impl.simulate._outcome import ArmOutcome, Latency
 from capture_ledger.impl.simulate._run import SimulationResult
 

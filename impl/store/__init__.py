@@ -14,18 +14,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capture_ledger.impl.store.cache import CachedLedger
-    from capture_ledger.impl.store.canonical import parse_canonical, record_of_line, row_and_canonical
-    from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
-    from capture_ledger.impl.store.file_store import (
-        FileLineageStore,
-        OperationCounts,
-        StoreStatistics,
-        open_file_store,
-    )
-    from capture_ledger.impl.store.filesystems import choose, detect
-    from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem, SyncWait, lock_file_name
-    from capture_ledger.impl.store.lines import (
+    from capture_ledger.impl.store._cache import CachedLedger
+    from capture_ledger.impl.store._canonical import parse_canonical, record_of_line, row_and_canonical
+    from capture_ledger.impl.store._consistency import Finding, check, read_snapshot
+    from capture_ledger.impl.store._filesystems import choose, detect
+    from capture_ledger.impl.store._lines import (
         FENCE_SUFFIX,
         LEDGER_SUFFIX,
         CorruptLedgerError,
@@ -34,8 +27,8 @@ if TYPE_CHECKING:
         fence_name,
         ledger_name,
     )
-    from capture_ledger.impl.store.locks import rollout_slot, stripe_lock, stripe_of
-    from capture_ledger.impl.store.ordering import (
+    from capture_ledger.impl.store._locks import rollout_slot, stripe_lock, stripe_of
+    from capture_ledger.impl.store._ordering import (
         FenceSync,
         LockedRollouts,
         Ordering,
@@ -43,47 +36,54 @@ if TYPE_CHECKING:
         outcome,
         remove_ledger,
     )
-    from capture_ledger.impl.store.syncs import SyncRegister, Syncs, shared_syncs
+    from capture_ledger.impl.store._syncs import SyncRegister, Syncs, shared_syncs
+    from capture_ledger.impl.store.file_store import (
+        FileLineageStore,
+        OperationCounts,
+        StoreStatistics,
+        open_file_store,
+    )
+    from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem, SyncWait, lock_file_name
 
-#: Public names and the module each is loaded from on first use.
+#: Public names and the private module each is loaded from on first use.
 _LAZY = {
-    "CachedLedger": "capture_ledger.impl.store.cache",
-    "parse_canonical": "capture_ledger.impl.store.canonical",
-    "record_of_line": "capture_ledger.impl.store.canonical",
-    "row_and_canonical": "capture_ledger.impl.store.canonical",
-    "Finding": "capture_ledger.impl.store.consistency",
-    "check": "capture_ledger.impl.store.consistency",
-    "read_snapshot": "capture_ledger.impl.store.consistency",
+    "CachedLedger": "capture_ledger.impl.store._cache",
+    "parse_canonical": "capture_ledger.impl.store._canonical",
+    "record_of_line": "capture_ledger.impl.store._canonical",
+    "row_and_canonical": "capture_ledger.impl.store._canonical",
+    "Finding": "capture_ledger.impl.store._consistency",
+    "check": "capture_ledger.impl.store._consistency",
+    "read_snapshot": "capture_ledger.impl.store._consistency",
+    "choose": "capture_ledger.impl.store._filesystems",
+    "detect": "capture_ledger.impl.store._filesystems",
+    "CorruptLedgerError": "capture_ledger.impl.store._lines",
+    "FENCE_SUFFIX": "capture_ledger.impl.store._lines",
+    "LEDGER_SUFFIX": "capture_ledger.impl.store._lines",
+    "decode": "capture_ledger.impl.store._lines",
+    "encode": "capture_ledger.impl.store._lines",
+    "fence_name": "capture_ledger.impl.store._lines",
+    "ledger_name": "capture_ledger.impl.store._lines",
+    "rollout_slot": "capture_ledger.impl.store._locks",
+    "stripe_lock": "capture_ledger.impl.store._locks",
+    "stripe_of": "capture_ledger.impl.store._locks",
+    "FenceSync": "capture_ledger.impl.store._ordering",
+    "LockedRollouts": "capture_ledger.impl.store._ordering",
+    "Ordering": "capture_ledger.impl.store._ordering",
+    "RemovalOutcome": "capture_ledger.impl.store._ordering",
+    "outcome": "capture_ledger.impl.store._ordering",
+    "remove_ledger": "capture_ledger.impl.store._ordering",
+    "SyncRegister": "capture_ledger.impl.store._syncs",
+    "Syncs": "capture_ledger.impl.store._syncs",
+    "shared_syncs": "capture_ledger.impl.store._syncs",
     "FileLineageStore": "capture_ledger.impl.store.file_store",
     "OperationCounts": "capture_ledger.impl.store.file_store",
     "StoreStatistics": "capture_ledger.impl.store.file_store",
     "open_file_store": "capture_ledger.impl.store.file_store",
-    "choose": "capture_ledger.impl.store.filesystems",
-    "detect": "capture_ledger.impl.store.filesystems",
     "FileStat": "capture_ledger.impl.store.fs",
     "FileSystem": "capture_ledger.impl.store.fs",
     "OsFileSystem": "capture_ledger.impl.store.fs",
     "SyncWait": "capture_ledger.impl.store.fs",
     "lock_file_name": "capture_ledger.impl.store.fs",
-    "CorruptLedgerError": "capture_ledger.impl.store.lines",
-    "FENCE_SUFFIX": "capture_ledger.impl.store.lines",
-    "LEDGER_SUFFIX": "capture_ledger.impl.store.lines",
-    "decode": "capture_ledger.impl.store.lines",
-    "encode": "capture_ledger.impl.store.lines",
-    "fence_name": "capture_ledger.impl.store.lines",
-    "ledger_name": "capture_ledger.impl.store.lines",
-    "rollout_slot": "capture_ledger.impl.store.locks",
-    "stripe_lock": "capture_ledger.impl.store.locks",
-    "stripe_of": "capture_ledger.impl.store.locks",
-    "FenceSync": "capture_ledger.impl.store.ordering",
-    "LockedRollouts": "capture_ledger.impl.store.ordering",
-    "Ordering": "capture_ledger.impl.store.ordering",
-    "RemovalOutcome": "capture_ledger.impl.store.ordering",
-    "outcome": "capture_ledger.impl.store.ordering",
-    "remove_ledger": "capture_ledger.impl.store.ordering",
-    "SyncRegister": "capture_ledger.impl.store.syncs",
-    "Syncs": "capture_ledger.impl.store.syncs",
-    "shared_syncs": "capture_ledger.impl.store.syncs",
 }
 
 __all__ = [

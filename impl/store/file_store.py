@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
-from capture_ledger.impl.store.cache import CachedLedger, LedgerCache
-from capture_ledger.impl.store.canonical import parse_canonical, row_and_canonical
-from capture_ledger.impl.store.filesystems import detect
+from capture_ledger.impl.store._cache import CachedLedger, LedgerCache
+from capture_ledger.impl.store._canonical import parse_canonical, row_and_canonical
+from capture_ledger.impl.store._filesystems import detect
+from capture_ledger.impl.store._lines import decode, encode, fence_name, ledger_name
+from capture_ledger.impl.store._locks import RolloutSlot, rollout_slot, stripe_lock
+from capture_ledger.impl.store._ordering import FENCE_SYNCS, FenceSync, Ordering
+from capture_ledger.impl.store._syncs import private_syncs, shared_syncs
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.store.lines import decode, encode, fence_name, ledger_name
-from capture_ledger.impl.store.locks import RolloutSlot, rollout_slot, stripe_lock
-from capture_ledger.impl.store.ordering import FENCE_SYNCS, FenceSync, Ordering
-from capture_ledger.impl.store.syncs import private_syncs, shared_syncs
 from capture_ledger.spec.core.errors import ConflictingRecordError, RolloutRetiredError
 from capture_ledger.spec.core.ids import staging_key, validate_rollout_id, validate_rollout_ids
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry

@@ -16,25 +16,27 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from capture_ledger.impl.study.faults import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
-    from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
-    from capture_ledger.impl.study.variants import STEP_NAMES, StoreVariant, VariantOrdering
+    from capture_ledger.impl.study._faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
+    from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
+    from capture_ledger.impl.study._variants import STEP_NAMES, StoreVariant, VariantOrdering
 
-#: Public names and the module each is loaded from on first use.
+#: Public names and the private module each is loaded from on first use.
 _LAZY = {
-    "FAULTABLE_CALLS": "capture_ledger.impl.study.faults",
-    "FaultyFileSystem": "capture_ledger.impl.study.faults",
-    "InjectedFaultError": "capture_ledger.impl.study.faults",
-    "FsCall": "capture_ledger.impl.study.hooked",
-    "HookedFileSystem": "capture_ledger.impl.study.hooked",
-    "STEP_NAMES": "capture_ledger.impl.study.variants",
-    "StoreVariant": "capture_ledger.impl.study.variants",
-    "VariantOrdering": "capture_ledger.impl.study.variants",
+    "FAULTABLE_CALLS": "capture_ledger.impl.study._faults",
+    "Fault": "capture_ledger.impl.study._faults",
+    "FaultyFileSystem": "capture_ledger.impl.study._faults",
+    "InjectedFaultError": "capture_ledger.impl.study._faults",
+    "FsCall": "capture_ledger.impl.study._hooked",
+    "HookedFileSystem": "capture_ledger.impl.study._hooked",
+    "STEP_NAMES": "capture_ledger.impl.study._variants",
+    "StoreVariant": "capture_ledger.impl.study._variants",
+    "VariantOrdering": "capture_ledger.impl.study._variants",
 }
 
 __all__ = [
     "FAULTABLE_CALLS",
     "STEP_NAMES",
+    "Fault",
     "FaultyFileSystem",
     "FsCall",
     "HookedFileSystem",

@@ -16,9 +16,9 @@ Not guaranteed: that the workloads exercise every path of the store
 
 from __future__ import annotations
 
-from capture_ledger.impl.store.ordering import FenceSync
+from capture_ledger.impl.store import FenceSync
+from capture_ledger.impl.study._variants import StoreVariant
 from capture_ledger.impl.study.crash._recording import StoreConfig
-from capture_ledger.impl.study.variants import StoreVariant
 
 __all__ = ["CONFIGS", "EXPECTED", "OTHER_GUARDS", "SMALL", "STEPS"]
 

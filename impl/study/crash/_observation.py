@@ -23,11 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from capture_ledger.impl.store.consistency import Finding, check, read_snapshot
+from capture_ledger.impl.store import LEDGER_SUFFIX, Finding, check, read_snapshot
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem, lock_file_name
-from capture_ledger.impl.store.lines import LEDGER_SUFFIX
-from capture_ledger.impl.study.bounded import BoundedCaller, Hung, Returned
+from capture_ledger.impl.study._bounded import BoundedCaller, Hung, Returned
 from capture_ledger.impl.study.crash._recording import StoreConfig
 from capture_ledger.spec.core.abstraction import abstract
 from capture_ledger.spec.core.errors import RolloutRetiredError

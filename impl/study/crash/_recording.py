@@ -37,13 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from capture_ledger.impl.store import FenceSync, Ordering, ledger_name, shared_syncs
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.store.lines import ledger_name
-from capture_ledger.impl.store.ordering import FenceSync, Ordering
-from capture_ledger.impl.store.syncs import shared_syncs
-from capture_ledger.impl.study.faults import FaultyFileSystem
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+from capture_ledger.impl.study._faults import FaultyFileSystem
+from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
+from capture_ledger.impl.study._variants import StoreVariant
 from capture_ledger.impl.study.interleave import (
     Controller,
     GatherSchedule,
@@ -53,7 +52,6 @@ from capture_ledger.impl.study.interleave import (
     pause_held,
     run_thread,
 )
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.crash.durability import (
     Baseline,
     Create,

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.study.bounded import BoundedCaller, Hung, Returned
+from capture_ledger.impl.study._bounded import BoundedCaller, Hung, Returned
 from capture_ledger.impl.study.interleave._invariants import conc2_failure, conc3_failure, sync_failure
 from capture_ledger.impl.study.interleave._scheduling import (
     ChoiceSchedule,

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study._variants import StoreVariant
 from capture_ledger.spec.core import model
 from capture_ledger.spec.kit import HistoryJournal, HistoryRecorder
 

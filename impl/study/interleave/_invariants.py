@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from capture_ledger.impl.store import fence_name, ledger_name
 from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.store.lines import fence_name, ledger_name
 from capture_ledger.impl.study.interleave._scheduling import TraceStep
 from capture_ledger.spec.core.model import Delete, Operation, Retire
 from capture_ledger.spec.core.model import Ok as ResultOk

@@ -29,10 +29,10 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from capture_ledger.impl.store import stripe_of
 from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.store.locks import stripe_of
+from capture_ledger.impl.study._variants import STEP_NAMES, StoreVariant
 from capture_ledger.impl.study.interleave._explore import OpenHandle, Scenario
-from capture_ledger.impl.study.variants import STEP_NAMES, StoreVariant
 from capture_ledger.spec.concurrency import explore
 from capture_ledger.spec.concurrency.steps import (
     GUARD_NAMES,

@@ -42,9 +42,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capture_ledger.impl.store import SyncRegister
 from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.store.syncs import SyncRegister
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
 from capture_ledger.spec.core.model import Operation
 from capture_ledger.spec.kit import HistoryRecorder
 

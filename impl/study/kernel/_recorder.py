@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
+from capture_ledger.impl.study._hooked import FsCall
 from capture_ledger.impl.study.crash import (
     RecordingFileSystem,
     StoreConfig,
@@ -38,7 +39,6 @@ from capture_ledger.impl.study.crash import (
     operation_runner,
     run_paused,
 )
-from capture_ledger.impl.study.hooked import FsCall
 from capture_ledger.impl.study.kernel._blocklog import MARK, WRITE, LogRecord, read_log
 from capture_ledger.impl.study.kernel._filesystems import FsConfig, make_image
 from capture_ledger.impl.study.kernel._host import KernelSetupError, fuse_daemon, loop_device, mounted

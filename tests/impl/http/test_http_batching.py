@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from capture_ledger.impl.http.batching import batch_limit, check_removal, merge_removals, plan_removal
+from capture_ledger.impl.http import batch_limit, check_removal, merge_removals, plan_removal
 from capture_ledger.impl.http.client import RetryPolicy
 from capture_ledger.reference import ReferenceLedger
 from capture_ledger.spec import MAX_LEDGER_BATCH, InvalidRolloutIdError

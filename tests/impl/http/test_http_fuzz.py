@@ -29,7 +29,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from capture_ledger.impl.http.routes import PREFIX
+from capture_ledger.impl.http import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore

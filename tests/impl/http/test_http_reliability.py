@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capture_ledger.impl.http import PREFIX, GuardedHttpToolsProtocol, ServerLimits
 from capture_ledger.impl.http.client import RolloutControlClient, ServerError
-from capture_ledger.impl.http.limits import GuardedHttpToolsProtocol, ServerLimits
-from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate import ServerProcess, ServerThread
+from capture_ledger.impl.store import ledger_name
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.lines import ledger_name
 
 TOKEN = "reliability-token"
 AUTH = f"Bearer {TOKEN}"

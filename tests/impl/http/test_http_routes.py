@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import httpx
 import pytest
+from capture_ledger.impl.http import PREFIX, statistics_fields
 from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneError,
@@ -27,8 +28,6 @@ from capture_ledger.impl.http.client import (
     UnauthorizedError,
     UnexpectedResponseError,
 )
-from capture_ledger.impl.http.metrics import statistics_fields
-from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate import ServerThread
 from capture_ledger.impl.store.file_store import FileLineageStore

@@ -26,14 +26,13 @@ from pathlib import Path
 import httpx
 import pytest
 from capture_ledger.impl.cli import main as cli
-from capture_ledger.impl.http.auth import TOKEN_ENV
+from capture_ledger.impl.http import PREFIX, TOKEN_ENV
 from capture_ledger.impl.http.client import (
     AsyncRolloutControlClient,
     ControlPlaneTimeoutError,
     ControlPlaneUnavailableError,
     RolloutControlClient,
 )
-from capture_ledger.impl.http.routes import PREFIX
 from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.spec import InvalidRolloutIdError, RolloutRetiredError

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from capture_ledger.impl.http.routes import OPENAPI_ROUTE, PREFIX
+from capture_ledger.impl.http import OPENAPI_ROUTE, PREFIX
 from capture_ledger.impl.http.server import create_app
 from capture_ledger.impl.simulate import ServerProcess
 from capture_ledger.reference import ReferenceLedger

@@ -152,7 +152,7 @@ def test_the_report_has_the_source_side_by_side_and_pictures(
 
 BROKEN_STORE = '''
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study import StoreVariant
 
 
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.store.consistency import check, read_snapshot
+from capture_ledger.impl.store import CorruptLedgerError, check, read_snapshot
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.lines import CorruptLedgerError
 from capture_ledger.spec.concurrency.history import apply_operation
 from capture_ledger.spec.core.abstraction import abstract
 from capture_ledger.spec.core.errors import RolloutRetiredError

@@ -18,12 +18,10 @@ from multiprocessing import Queue
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
-from capture_ledger.impl.store.consistency import check
+from capture_ledger.impl.store import check, fence_name, ledger_name, rollout_slot
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.lines import fence_name, ledger_name
-from capture_ledger.impl.store.locks import rollout_slot
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+from capture_ledger.impl.study import FsCall, HookedFileSystem
 
 _ROW = {"model_call_id": "after-reuse", "staging_key": None}
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore, open_file_store
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study import StoreVariant
 from capture_ledger.spec.kit.sequential import check_ledger
 from hypothesis import Phase, settings
 

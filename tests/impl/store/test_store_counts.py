@@ -14,12 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.store.consistency import check, read_snapshot
+from capture_ledger.impl.store import FenceSync, Ordering, check, read_snapshot
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
-from capture_ledger.impl.store.ordering import FenceSync, Ordering
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study import FsCall, HookedFileSystem, StoreVariant
 from capture_ledger.spec.core.errors import InvalidRolloutIdError
 
 

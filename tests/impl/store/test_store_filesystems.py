@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from capture_ledger.impl.store import choose, detect
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.store.filesystems import choose, detect
 
 
 def _stat_type(path: Path) -> str:

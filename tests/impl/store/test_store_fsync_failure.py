@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from capture_ledger.impl.store import fence_name, ledger_name
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.lines import fence_name, ledger_name
-from capture_ledger.impl.study.faults import Fault, FaultyFileSystem, InjectedFaultError
-from capture_ledger.impl.study.hooked import FsCall
+from capture_ledger.impl.study import Fault, FaultyFileSystem, FsCall, InjectedFaultError
 
 _R = TypeVar("_R")
 

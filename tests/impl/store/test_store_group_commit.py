@@ -19,11 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from capture_ledger.impl.store import SyncRegister, shared_syncs
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem, SyncWait
-from capture_ledger.impl.store.syncs import SyncRegister, shared_syncs
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study import FsCall, HookedFileSystem, StoreVariant
 
 ROW = {"model_call_id": "m0", "staging_key": "r/m0"}
 

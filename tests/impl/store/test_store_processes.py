@@ -54,7 +54,7 @@ def _finish(process: subprocess.Popen[str], timeout: float = 60) -> str:
 
 SLOTS = """
 import json, sys
-from capture_ledger.impl.store.locks import rollout_slot
+from capture_ledger.impl.store import rollout_slot
 ids = json.loads(sys.argv[1])
 print(json.dumps({"slots": [rollout_slot(i, 64) for i in ids], "hash": [hash(i) % 64 for i in ids]}))
 """
@@ -101,7 +101,7 @@ def test_stripe_locks_exclude_processes_and_threads(tmp_path: Path) -> None:
 WRITER = """
 import json, sys, time
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study.variants import StoreVariant
+from capture_ledger.impl.study import StoreVariant
 directory, writer, variant = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 ordering = StoreVariant(**variant).ordering()
 store = FileLineageStore(directory, stripes=8, cache_rollouts=16, ordering=ordering)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.study.hooked import HookedFileSystem
+from capture_ledger.impl.study import HookedFileSystem
 
 
 def _row(call: str) -> dict[str, object]:

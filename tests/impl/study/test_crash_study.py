@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.study import StoreVariant
 from capture_ledger.impl.study.crash import EXPECTED, SMALL, STEPS, StoreConfig, Study, explore, record, study
 from capture_ledger.impl.study.kernel import KERNEL_WORKLOADS
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec import Ok, Unknown, Violation
 from capture_ledger.spec.crash.durability import NoJournalExt4, SyncDir, describe_effect
 from capture_ledger.spec.kit.crash import WORKLOADS, Invoke, Return

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
+from capture_ledger.impl.study import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory
-from capture_ledger.impl.study.faults import FAULTABLE_CALLS, FaultyFileSystem, InjectedFaultError
 from capture_ledger.spec.core.model import (
     RETIRED,
     Delete,

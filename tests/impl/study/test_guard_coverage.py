@@ -8,13 +8,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from capture_ledger.impl.store import Ordering
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
-from capture_ledger.impl.store.ordering import Ordering
+from capture_ledger.impl.study import STEP_NAMES, FsCall, HookedFileSystem, StoreVariant, VariantOrdering
 from capture_ledger.impl.study.crash import OTHER_GUARDS, STEPS
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
 from capture_ledger.impl.study.interleave import GUARDS
-from capture_ledger.impl.study.variants import STEP_NAMES, StoreVariant, VariantOrdering
 from capture_ledger.spec.concurrency.steps import GUARD_NAMES
 
 VARIANT_FIELDS = set(STEP_NAMES)

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from capture_ledger.impl.store import stripe_of
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.store.locks import stripe_of
-from capture_ledger.impl.study.hooked import HookedFileSystem
+from capture_ledger.impl.study import HookedFileSystem, StoreVariant
 from capture_ledger.impl.study.interleave import (
     EXTRA,
     GUARDS,
@@ -41,7 +41,6 @@ from capture_ledger.impl.study.interleave import (
     run_schedule,
     store_opener,
 )
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.explore import CONFIGURATIONS, load_manifest
 from capture_ledger.spec.concurrency.linearizability import Ok, Violation
 from capture_ledger.spec.core.model import Delete, ManifestValue, ReadManifest, Removal, Retire

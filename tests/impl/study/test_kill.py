@@ -39,9 +39,8 @@ from pathlib import Path
 
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
+from capture_ledger.impl.study import FsCall, HookedFileSystem, StoreVariant
 from capture_ledger.impl.study.crash import StoreConfig, observe_directory
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Record, Retire, RolloutState
 from capture_ledger.spec.crash.contract import Span, allowed_states, broken_clauses

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from capture_ledger.impl.store import ledger_name
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.store.lines import ledger_name
 from capture_ledger.impl.study.crash import (
     RecordingFileSystem,
     StoreConfig,

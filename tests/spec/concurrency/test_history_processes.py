@@ -21,8 +21,8 @@ import multiprocessing
 from pathlib import Path
 
 from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.study import StoreVariant
 from capture_ledger.impl.study.interleave import phased_client, random_operations
-from capture_ledger.impl.study.variants import StoreVariant
 from capture_ledger.spec.concurrency.history import Event
 from capture_ledger.spec.concurrency.linearizability import Ok, Violation, check_history
 from capture_ledger.spec.core.model import Delete, Operation, ReadManifest, Record, Retire

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from capture_ledger.impl.http.responses import error_answer
+from capture_ledger.impl.http._responses import error_answer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["MAX_DEPTH", "StrictJsonBody", "problem"]

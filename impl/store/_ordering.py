@@ -45,11 +45,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
-from capture_ledger.impl.store.cache import CachedLedger
+from capture_ledger.impl.store._cache import CachedLedger
+from capture_ledger.impl.store._lines import fence_name, ledger_name
+from capture_ledger.impl.store._locks import RolloutSlot, stripe_lock
+from capture_ledger.impl.store._syncs import Syncs
 from capture_ledger.impl.store.fs import FileStat, FileSystem
-from capture_ledger.impl.store.lines import fence_name, ledger_name
-from capture_ledger.impl.store.locks import RolloutSlot, stripe_lock
-from capture_ledger.impl.store.syncs import Syncs
 
 __all__ = [
     "FENCE_SYNCS",

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from capture_ledger.impl.store.fs import FileSystem
-from capture_ledger.impl.study.hooked import FsCall, HookedFileSystem
+from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
 from capture_ledger.spec.kit.crash import Fault
 
 __all__ = ["FAULTABLE_CALLS", "Fault", "FaultyFileSystem", "InjectedFaultError", "Plan", "describe"]

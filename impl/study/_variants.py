@@ -23,18 +23,19 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capture_ledger.impl.store.cache import CachedLedger
-from capture_ledger.impl.store.fs import FileStat, FileSystem
-from capture_ledger.impl.store.locks import stripe_lock
-from capture_ledger.impl.store.ordering import (
+from capture_ledger.impl.store import (
+    CachedLedger,
     FenceSync,
     LockedRollouts,
     Ordering,
     RemovalOutcome,
+    SyncRegister,
+    Syncs,
     outcome,
     remove_ledger,
+    stripe_lock,
 )
-from capture_ledger.impl.store.syncs import SyncRegister, Syncs
+from capture_ledger.impl.store.fs import FileStat, FileSystem
 
 __all__ = ["STEP_NAMES", "StoreVariant", "VariantOrdering", "counting_on_a_running_sync"]
 

@@ -34,8 +34,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.store.lines import (
+from capture_ledger.impl.store._lines import (
     FENCE_SUFFIX,
     LEDGER_SUFFIX,
     CorruptLedgerError,
@@ -43,7 +42,8 @@ from capture_ledger.impl.store.lines import (
     fence_name,
     ledger_name,
 )
-from capture_ledger.impl.store.locks import rollout_slot, stripe_lock
+from capture_ledger.impl.store._locks import rollout_slot, stripe_lock
+from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
 from capture_ledger.spec.core.abstraction import ConcreteRollout
 from capture_ledger.spec.core.errors import InvalidRolloutIdError
 from capture_ledger.spec.core.ids import validate_rollout_id

@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture_ledger.impl.store.ordering import FenceSync
+from capture_ledger.impl.store._ordering import FenceSync
 
 __all__ = ["MAGIC", "Detection", "choose", "detect"]
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from capture_ledger.impl.store.canonical import record_of_line
+from capture_ledger.impl.store._canonical import record_of_line
 from capture_ledger.spec.core.errors import CaptureLedgerError
 from capture_ledger.spec.core.model import Entry, FailureEntry, RecordEntry
 from capture_ledger.spec.core.rows import canonical_json, validate_failure, validate_row

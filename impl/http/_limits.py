@@ -38,7 +38,7 @@ import resource
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from capture_ledger.impl.http.responses import error_body, render_json
+from capture_ledger.impl.http._responses import error_body, render_json
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 __all__ = [
