@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         check_ledger,
         conformance_test_case,
         judge_ledger,
+        kit_settings,
     )
     from capture_ledger.spec.kit.stress import check_concurrency
 
@@ -86,6 +87,7 @@ _LAZY = {
     "conformance_test_case": "capture_ledger.spec.kit.sequential",
     "fail": "capture_ledger.spec.kit._requirements",
     "judge_ledger": "capture_ledger.spec.kit.sequential",
+    "kit_settings": "capture_ledger.spec.kit.sequential",
     "load_profile": "capture_ledger.spec.kit._profiles",
     "load_target": "capture_ledger.spec.kit._targets",
     "parse_options": "capture_ledger.spec.kit._targets",
@@ -124,6 +126,7 @@ __all__ = [
     "conformance_test_case",
     "fail",
     "judge_ledger",
+    "kit_settings",
     "load_profile",
     "load_target",
     "parse_options",

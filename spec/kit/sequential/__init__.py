@@ -12,6 +12,7 @@ from capture_ledger.spec.kit.sequential._conformance import (
     count_steps,
     factory_name,
     judge_ledger,
+    kit_settings,
     rule_names,
 )
 from capture_ledger.spec.kit.sequential._strategies import (
@@ -42,6 +43,7 @@ __all__ = [
     "invalid_rollout_ids",
     "json_values",
     "judge_ledger",
+    "kit_settings",
     "named_ids",
     "rollout_ids",
     "rule_names",

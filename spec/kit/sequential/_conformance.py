@@ -253,6 +253,17 @@ def judge_ledger(
     )
 
 
+def kit_settings(settings: Settings | None = None) -> Settings:
+    """The Hypothesis settings the kit runs with: ``settings``, else the active profile, with two changes.
+
+    One bug per round, shrunk on its own (with ``report_multiple_bugs`` Hypothesis would stop searching soon
+    after the first bug; docs/kit.md §Every broken requirement). And no deadline, whatever the profile or
+    the caller says: the kit bounds each call itself (R-KIT-8, the per-call budget), and Hypothesis's
+    deadline (200 ms by default) would fail a slow but correct ledger on a loaded machine.
+    """
+    return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
+
+
 def _rounds(
     open_ledger: LedgerFactory,
     *,
@@ -266,9 +277,7 @@ def _rounds(
     broken: list[Broken],
 ) -> None:
     """Search, one round per broken requirement when ``every``; append each one found to ``broken``."""
-    # One bug per round, shrunk on its own: with report_multiple_bugs Hypothesis would stop searching soon
-    # after the first bug (docs/kit.md §Every broken requirement).
-    chosen = Settings(settings or Settings(), report_multiple_bugs=False)
+    chosen = kit_settings(settings)
     tolerate: list[str] = []
     for _ in range(len(SCOPE) + 1):
         machine = conformance_machine(
