@@ -47,7 +47,7 @@ from capture_ledger.spec.kit.crash import CrashExploration, Observation, Recordi
 __all__ = ["explore", "store_config"]
 
 
-def explore(
+def explore(  # noqa: PLR0913 - the crash explorer's options, all keyword-only
     recording: Recording,
     model: PersistenceModel | str,
     *,

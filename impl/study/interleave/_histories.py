@@ -101,7 +101,7 @@ def phased_client(
         store.close()
 
 
-def random_client(
+def random_client(  # noqa: PLR0913 - a workload generator's knobs, all keyword-only
     directory: str,
     out: str,
     *,

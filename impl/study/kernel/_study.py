@@ -147,7 +147,7 @@ class _Judge:
         return self._cache[cut]
 
 
-def kernel_cell(
+def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword-only
     workload: Workload,
     config: StoreConfig,
     fs: FsConfig,

@@ -120,7 +120,7 @@ def target_name(open_ledger: Callable[..., Any] | str) -> str:
     return name
 
 
-def check_crashes(
+def check_crashes(  # noqa: PLR0913 - the crash layer's public options, all keyword-only
     open_ledger: Callable[..., Any] | str,
     *,
     models: Sequence[str] | None = None,

@@ -134,7 +134,7 @@ def _all_files(image: DiskImage) -> Sequence[tuple[str, bytes]]:
     return image.files
 
 
-def explore_points(
+def explore_points(  # noqa: PLR0913 - the one crash-point loop's options, all keyword-only
     recording: Recording,
     model: PersistenceModel | str,
     reader: ImageReader,

@@ -264,7 +264,7 @@ def kit_settings(settings: Settings | None = None) -> Settings:
     return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
 
 
-def _rounds(
+def _rounds(  # noqa: PLR0913 - one search round's inputs and accumulators, all keyword-only
     open_ledger: LedgerFactory,
     *,
     name: str,

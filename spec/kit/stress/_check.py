@@ -102,7 +102,7 @@ def present_operations(factory: Callable[[Path], Any], workspace: Path) -> tuple
                 closed.close()  # an unawaited coroutine: nothing to run
 
 
-def check_concurrency(
+def check_concurrency(  # noqa: PLR0913 - the pinned stress options, all keyword-only after the factory
     open_ledger: Callable[[Path], Any],
     *,
     handles: int = 3,

@@ -118,7 +118,7 @@ class _Worker:
         return f"exit {self.process.returncode}" + (f", {lines[-1]}" if lines else "")
 
 
-def run_processes(
+def run_processes(  # noqa: PLR0913 - the multi-process runner mirrors stress's options, all keyword-only
     target: str,
     pairs: Sequence[str],
     settings: MixSettings,

@@ -324,7 +324,7 @@ def _run_tasks(
     return setup[0] if setup else None
 
 
-def run_round(
+def run_round(  # noqa: PLR0913 - one round's options, all keyword-only
     factory: Callable[[Path], Any],
     workspace: Path,
     scenes: Sequence[Scene],
