@@ -9,8 +9,9 @@ it names only what a model server uses. Concept modules (``store.ordering``, ``s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from capture_ledger._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from capture_ledger.impl.http import LedgerMetrics
@@ -89,14 +90,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, {n: f"{__name__}.{m}" for n, m in _LOCATIONS.items()})

@@ -10,8 +10,9 @@ HTTP stack, the study tools or Hypothesis.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from capture_ledger._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from capture_ledger.impl.store._cache import CachedLedger
@@ -36,13 +37,9 @@ if TYPE_CHECKING:
         outcome,
         remove_ledger,
     )
+    from capture_ledger.impl.store._statistics import OperationCounts, StoreStatistics
     from capture_ledger.impl.store._syncs import SyncRegister, Syncs, shared_syncs
-    from capture_ledger.impl.store.file_store import (
-        FileLineageStore,
-        OperationCounts,
-        StoreStatistics,
-        open_file_store,
-    )
+    from capture_ledger.impl.store.file_store import FileLineageStore, open_file_store
     from capture_ledger.impl.store.fs import FileStat, FileSystem, OsFileSystem, SyncWait, lock_file_name
 
 #: Public names and the private module each is loaded from on first use.
@@ -72,12 +69,12 @@ _LAZY = {
     "RemovalOutcome": "capture_ledger.impl.store._ordering",
     "outcome": "capture_ledger.impl.store._ordering",
     "remove_ledger": "capture_ledger.impl.store._ordering",
+    "OperationCounts": "capture_ledger.impl.store._statistics",
+    "StoreStatistics": "capture_ledger.impl.store._statistics",
     "SyncRegister": "capture_ledger.impl.store._syncs",
     "Syncs": "capture_ledger.impl.store._syncs",
     "shared_syncs": "capture_ledger.impl.store._syncs",
     "FileLineageStore": "capture_ledger.impl.store.file_store",
-    "OperationCounts": "capture_ledger.impl.store.file_store",
-    "StoreStatistics": "capture_ledger.impl.store.file_store",
     "open_file_store": "capture_ledger.impl.store.file_store",
     "FileStat": "capture_ledger.impl.store.fs",
     "FileSystem": "capture_ledger.impl.store.fs",
@@ -127,14 +124,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

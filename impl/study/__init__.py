@@ -12,8 +12,9 @@ multi-process workloads (``histories``); and calls into the code under study wit
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from capture_ledger._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from capture_ledger.impl.study._faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
@@ -46,14 +47,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

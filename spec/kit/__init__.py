@@ -20,8 +20,9 @@ part; only the sequential kit and the profiles import Hypothesis.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from capture_ledger._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from capture_ledger.spec.kit._calls import (
@@ -139,14 +140,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY)

@@ -418,6 +418,17 @@ def explore(
     failures: list[Run] = []
     runs = 0
     max_decisions = 0
+
+    def ended(*, exhausted: bool) -> ScheduleExploration:
+        return ScheduleExploration(
+            scenario=scenario.name,
+            preemption_bound=preemption_bound,
+            runs=runs,
+            exhausted=exhausted,
+            failures=tuple(failures),
+            max_decisions=max_decisions,
+        )
+
     while True:
         run = run_schedule(
             scenario,
@@ -431,28 +442,14 @@ def explore(
         replay = _replay_failure(stack, run)
         if replay is not None:
             failures.append(dataclasses.replace(run, stopped=replay))
-            return ScheduleExploration(
-                scenario=scenario.name,
-                preemption_bound=preemption_bound,
-                runs=runs,
-                exhausted=False,
-                failures=tuple(failures),
-                max_decisions=max_decisions,
-            )
+            return ended(exhausted=False)
         stack.extend(
             _Node(decision=d, chosen=d.chosen, tried={d.chosen}) for d in run.decisions[len(stack) :]
         )
         if not run.ok:
             failures.append(run)
             if stop_at_first:
-                return ScheduleExploration(
-                    scenario=scenario.name,
-                    preemption_bound=preemption_bound,
-                    runs=runs,
-                    exhausted=False,
-                    failures=tuple(failures),
-                    max_decisions=max_decisions,
-                )
+                return ended(exhausted=False)
         while stack:
             node = stack[-1]
             used = sum(n.decision.preempts(n.chosen) for n in stack[:-1])
@@ -467,23 +464,9 @@ def explore(
                 break
             stack.pop()
         if not stack:
-            return ScheduleExploration(
-                scenario=scenario.name,
-                preemption_bound=preemption_bound,
-                runs=runs,
-                exhausted=True,
-                failures=tuple(failures),
-                max_decisions=max_decisions,
-            )
+            return ended(exhausted=True)
         if runs >= max_runs:
-            return ScheduleExploration(
-                scenario=scenario.name,
-                preemption_bound=preemption_bound,
-                runs=runs,
-                exhausted=False,
-                failures=tuple(failures),
-                max_decisions=max_decisions,
-            )
+            return ended(exhausted=False)
 
 
 def find_counterexample(
