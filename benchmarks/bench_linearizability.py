@@ -84,10 +84,18 @@ def simulate(ops: int, ids: int, *, clients: int = 16, window: int = 12, seed: i
     events: list[Event] = []
     for _point, client, invoked, returned, op, pending in sorted(planned, key=lambda p: p[0]):
         if pending and rng.random() < 0.5:
-            events.append(Event(client, op, invoked))  # never returned, never took effect
+            events.append(Event(client=client, op=op, invoked=invoked))  # never returned, never took effect
             continue
         result = _replay(states, op)
-        events.append(Event(client, op, invoked, None if pending else returned, None if pending else result))
+        events.append(
+            Event(
+                client=client,
+                op=op,
+                invoked=invoked,
+                returned=None if pending else returned,
+                result=None if pending else result,
+            )
+        )
     events.sort(key=lambda e: e.invoked)
     return events
 

@@ -65,7 +65,7 @@ def _sequential(ops: list[model.Operation]) -> list[Event]:
     events = []
     for n, op in enumerate(ops):
         state, result = model.step(state, op)
-        events.append(Event(n % 2, op, 2 * n, 2 * n + 1, result))
+        events.append(Event(client=n % 2, op=op, invoked=2 * n, returned=2 * n + 1, result=result))
     return events
 
 
@@ -84,7 +84,7 @@ def _concurrent(ops: list[model.Operation], seed: int, *, clients: int = 3) -> l
     events = []
     for _, client, invoked, returned, op in sorted(planned, key=lambda p: p[0]):
         state, result = model.step(state, op)
-        events.append(Event(client, op, invoked, returned, result))
+        events.append(Event(client=client, op=op, invoked=invoked, returned=returned, result=result))
     return events
 
 
@@ -129,7 +129,7 @@ def test_the_checkers_per_id_steps_are_the_models(
     # and a retire's two points); composed, they take each ID where ``model.step`` does, with its result.
     before = LedgerState.of({"a": a, "b": b})
     _, result = model.step(before, op)
-    parts, invalid = partition([Event(0, op, 0, 1, result)])
+    parts, invalid = partition([Event(client=0, op=op, invoked=0, returned=1, result=result)])
     assert invalid is None
     assert _disagreements(before, op, parts) == []
 
@@ -137,13 +137,13 @@ def test_the_checkers_per_id_steps_are_the_models(
 def test_a_per_id_step_that_departs_from_the_model_is_told_apart() -> None:
     # The comparison can fail: a sub-operation that forgets a write, or one for an ID the batch lacks.
     op = Record("a", ROW)
-    parts, _ = partition([Event(0, op, 0, 1, OK(None))])
+    parts, _ = partition([Event(client=0, op=op, invoked=0, returned=1, result=OK(None))])
     forgetful = {"a": [parts["a"][0]._replace(apply=lambda state: (state, OK(None)))]}
     assert _disagreements(LedgerState(), op, forgetful) == [
         f"{op!r} takes a to Absent(), the model to {model.Live((model.RecordEntry('m1', M1),))!r}"
     ]
     retire = Retire(["a"])
-    parts, _ = partition([Event(0, retire, 0, 1, OK(Removal((), ("a",))))])
+    parts, _ = partition([Event(client=0, op=retire, invoked=0, returned=1, result=OK(Removal((), ("a",))))])
     assert _disagreements(LedgerState(), retire, {**parts, "b": parts["a"]}) != []
 
 
@@ -205,9 +205,11 @@ def test_a_wrong_result_in_a_sequential_history_is_caught_with_a_minimal_witness
 
 def test_a_stale_read_after_a_returned_retire_is_a_violation() -> None:
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
-        Event(0, HasRows("a"), 4, 5, OK(True)),  # the retire returned before: must be an error
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=1, op=Retire(["a"]), invoked=2, returned=3, result=OK(Removal(("a",), ()))),
+        Event(
+            client=0, op=HasRows("a"), invoked=4, returned=5, result=OK(True)
+        ),  # the retire returned before: must be an error
     ]
     verdict = check_history(events)
     assert isinstance(verdict, Violation)
@@ -221,10 +223,14 @@ def test_a_stale_read_after_a_returned_retire_is_a_violation() -> None:
 
 def test_a_late_write_that_recreates_a_retired_rollout_is_a_violation() -> None:
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
-        Event(2, Record("a", {"model_call_id": "m2"}), 4, 5, OK(None)),  # discarded: fine
-        Event(0, ReadManifest("a"), 6, 7, OK(model.ManifestValue((M2,)))),  # not fine
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=1, op=Retire(["a"]), invoked=2, returned=3, result=OK(Removal(("a",), ()))),
+        Event(
+            client=2, op=Record("a", {"model_call_id": "m2"}), invoked=4, returned=5, result=OK(None)
+        ),  # discarded: fine
+        Event(
+            client=0, op=ReadManifest("a"), invoked=6, returned=7, result=OK(model.ManifestValue((M2,)))
+        ),  # not fine
     ]
     verdict = check_history(events)
     assert isinstance(verdict, Violation)
@@ -235,11 +241,11 @@ def test_batches_are_per_id_linearizable_not_atomic() -> None:
     # R-CONC-1: while retire([a, b]) runs, a reader may see a retired and b still live.
     retired = model.Err(model.ErrorKind.ROLLOUT_RETIRED)
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(0, Record("b", ROW), 0, 1, OK(None)),
-        Event(1, Retire(["a", "b"]), 2, 10, OK(Removal(("a", "b"), ()))),
-        Event(2, HasRows("a"), 3, 4, retired),
-        Event(2, HasRows("b"), 5, 6, OK(True)),
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=0, op=Record("b", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=1, op=Retire(["a", "b"]), invoked=2, returned=10, result=OK(Removal(("a", "b"), ()))),
+        Event(client=2, op=HasRows("a"), invoked=3, returned=4, result=retired),
+        Event(client=2, op=HasRows("b"), invoked=5, returned=6, result=OK(True)),
     ]
     assert check_history(events) == Ok()
     parts, invalid = partition(events)
@@ -254,14 +260,16 @@ def test_batches_are_per_id_linearizable_not_atomic() -> None:
 def test_a_retire_in_flight_is_seen_as_fenced_live() -> None:
     # R-STATE-2: between its phases a retire leaves rows readable while admission is refused.
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(1, Retire(["a"]), 2, 10, OK(Removal(("a",), ()))),
-        Event(2, Admit("a", "m2"), 3, 4, OK(None)),
-        Event(2, ReadManifest("a"), 5, 6, OK(model.ManifestValue((M1,)))),
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=1, op=Retire(["a"]), invoked=2, returned=10, result=OK(Removal(("a",), ()))),
+        Event(client=2, op=Admit("a", "m2"), invoked=3, returned=4, result=OK(None)),
+        Event(client=2, op=ReadManifest("a"), invoked=5, returned=6, result=OK(model.ManifestValue((M1,)))),
     ]
     assert check_history(events) == Ok()
     # Once the retire returned, the rows must be gone.
-    late = Event(2, ReadManifest("a"), 11, 12, OK(model.ManifestValue((M1,))))
+    late = Event(
+        client=2, op=ReadManifest("a"), invoked=11, returned=12, result=OK(model.ManifestValue((M1,)))
+    )
     assert isinstance(check_history([*events, late]), Violation)
 
 
@@ -269,11 +277,11 @@ def test_a_write_after_a_delete_survives_an_older_retire() -> None:
     # R-CONC-3: retire's phase 2 leaves alone a rollout deleted (and re-used) since its phase 1.
     manifest_m2 = OK(model.ManifestValue((M2,)))
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(1, Retire(["a"]), 2, 20, OK(Removal(("a",), ()))),
-        Event(2, Delete(["a"]), 3, 4, OK(Removal(("a",), ()))),
-        Event(2, Record("a", {"model_call_id": "m2"}), 5, 6, OK(None)),
-        Event(2, ReadManifest("a"), 21, 22, manifest_m2),
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=1, op=Retire(["a"]), invoked=2, returned=20, result=OK(Removal(("a",), ()))),
+        Event(client=2, op=Delete(["a"]), invoked=3, returned=4, result=OK(Removal(("a",), ()))),
+        Event(client=2, op=Record("a", {"model_call_id": "m2"}), invoked=5, returned=6, result=OK(None)),
+        Event(client=2, op=ReadManifest("a"), invoked=21, returned=22, result=manifest_m2),
     ]
     assert check_history(events) == Ok()
     # Linearizability alone also accepts the retire taking effect after the new write (its interval
@@ -286,9 +294,9 @@ def test_a_write_after_a_delete_survives_an_older_retire() -> None:
 
 
 def test_an_unreturned_call_may_or_may_not_take_effect() -> None:
-    write = Event(0, Record("a", ROW), 0)  # never returned
-    seen = Event(1, HasRows("a"), 1, 2, OK(True))
-    unseen = Event(1, HasRows("a"), 3, 4, OK(False))
+    write = Event(client=0, op=Record("a", ROW), invoked=0)  # never returned
+    seen = Event(client=1, op=HasRows("a"), invoked=1, returned=2, result=OK(True))
+    unseen = Event(client=1, op=HasRows("a"), invoked=3, returned=4, result=OK(False))
     assert check_history([write, seen]) == Ok()
     assert check_history([write, unseen]) == Ok()
     # ... but not both: once seen it stays.
@@ -298,43 +306,72 @@ def test_an_unreturned_call_may_or_may_not_take_effect() -> None:
 
 
 def test_discards_compare_as_none_whichever_way_they_were_recorded() -> None:
-    retire = Event(1, Retire(["a"]), 0, 1, OK(Removal((), ("a",))))
+    retire = Event(client=1, op=Retire(["a"]), invoked=0, returned=1, result=OK(Removal((), ("a",))))
     late = Record("a", {"model_call_id": "m1", "staging_key": "a/m1"})
-    assert check_history([retire, Event(0, late, 2, 3, OK(None))]) == Ok()
-    assert check_history([retire, Event(0, late, 2, 3, OK(model.Discarded("a", "a/m1")))]) == Ok()
+    assert check_history([retire, Event(client=0, op=late, invoked=2, returned=3, result=OK(None))]) == Ok()
+    assert (
+        check_history(
+            [retire, Event(client=0, op=late, invoked=2, returned=3, result=OK(model.Discarded("a", "a/m1")))]
+        )
+        == Ok()
+    )
 
 
 def test_validation_results_and_malformed_removals_are_judged_alone() -> None:
-    bad_id = Event(0, Record("a/b", ROW), 0, 1, OK(None))
+    bad_id = Event(client=0, op=Record("a/b", ROW), invoked=0, returned=1, result=OK(None))
     verdict = check_history([bad_id])
     assert isinstance(verdict, Violation)
     assert verdict.witness.rollout_id is None
     assert verdict.witness.events == (bad_id,)
-    rejected = Event(0, Retire("ab"), 0, 1, model.Err(model.ErrorKind.TYPE_ERROR))
+    rejected = Event(
+        client=0, op=Retire("ab"), invoked=0, returned=1, result=model.Err(model.ErrorKind.TYPE_ERROR)
+    )
     assert check_history([rejected]) == Ok()
-    split_wrong = Event(0, Retire(["a", "b"]), 0, 1, OK(Removal((), ("b",))))
+    split_wrong = Event(
+        client=0, op=Retire(["a", "b"]), invoked=0, returned=1, result=OK(Removal((), ("b",)))
+    )
     assert isinstance(check_history([split_wrong]), Violation)
-    raised = Event(0, Delete(["a"]), 0, 1, model.Err(model.ErrorKind.ROLLOUT_RETIRED))
+    raised = Event(
+        client=0, op=Delete(["a"]), invoked=0, returned=1, result=model.Err(model.ErrorKind.ROLLOUT_RETIRED)
+    )
     assert isinstance(check_history([raised]), Violation)
 
 
 @pytest.mark.parametrize(
     ("event", "problem"),
     [
-        (Event(0, HasRows("a"), 2, 1, OK(False)), "returned before it was invoked"),
-        (Event(0, HasRows("a"), 2, None, OK(False)), "has a result but no return time"),
-        (Event(0, HasRows("a"), float("nan"), 3, OK(False)), "must be finite numbers"),
-        (Event(0, HasRows("a"), 0, float("inf"), OK(False)), "must be finite numbers"),
-        (Event(0, HasRows("a"), "0", 1, OK(False)), "must be finite numbers"),  # type: ignore[arg-type]
-        (Event(0, "has_rows a", 0, 1, OK(False)), "is not an operation"),  # type: ignore[arg-type]
-        (Event(0, HasRows("a"), 0, 1, {"ok": False}), "neither Ok nor Err"),  # type: ignore[arg-type]
-        (Event(0, HasRows("a"), 0, 1, model.Err("gone")), "names no ErrorKind"),  # type: ignore[arg-type]
+        (
+            Event(client=0, op=HasRows("a"), invoked=2, returned=1, result=OK(False)),
+            "returned before it was invoked",
+        ),
+        (
+            Event(client=0, op=HasRows("a"), invoked=2, returned=None, result=OK(False)),
+            "has a result but no return time",
+        ),
+        (
+            Event(client=0, op=HasRows("a"), invoked=float("nan"), returned=3, result=OK(False)),
+            "must be finite numbers",
+        ),
+        (
+            Event(client=0, op=HasRows("a"), invoked=0, returned=float("inf"), result=OK(False)),
+            "must be finite numbers",
+        ),
+        (
+            Event(client=0, op=HasRows("a"), invoked="0", returned=1, result=OK(False)),
+            "must be finite numbers",
+        ),  # type: ignore[arg-type]
+        (Event(client=0, op="has_rows a", invoked=0, returned=1, result=OK(False)), "is not an operation"),  # type: ignore[arg-type]
+        (Event(client=0, op=HasRows("a"), invoked=0, returned=1, result={"ok": False}), "neither Ok nor Err"),  # type: ignore[arg-type]
+        (
+            Event(client=0, op=HasRows("a"), invoked=0, returned=1, result=model.Err("gone")),
+            "names no ErrorKind",
+        ),  # type: ignore[arg-type]
     ],
 )
 def test_a_malformed_history_is_refused_naming_the_event(event: Event, problem: str) -> None:
     # Not a recording of calls, so nothing to judge (R-KIT-9): a ValueError naming the event, before any
     # verdict on the well-formed events around it (the violation first in the list is not reported).
-    wrong = Event(0, HasRows("b"), 0, 1, OK(True))
+    wrong = Event(client=0, op=HasRows("b"), invoked=0, returned=1, result=OK(True))
     with pytest.raises(ValueError, match=f"event 1 is malformed: .*{problem}"):
         check_history([wrong, event])
 
@@ -351,7 +388,7 @@ def test_a_malformed_history_is_refused_naming_the_event(event: Event, problem: 
 def test_a_result_of_the_wrong_type_is_a_violation_of_its_own(
     op: model.Operation, value: object, said: str
 ) -> None:
-    event = Event(0, op, 0, 1, OK(value))
+    event = Event(client=0, op=op, invoked=0, returned=1, result=OK(value))
     verdict = check_history([event])
     assert isinstance(verdict, Violation)
     assert verdict.witness.rollout_id is None and verdict.witness.events == (event,)
@@ -360,8 +397,13 @@ def test_a_result_of_the_wrong_type_is_a_violation_of_its_own(
 
 def test_the_budget_yields_unknown_with_the_budget_spent() -> None:
     # Many concurrent writes: a search that must try orders (R-KIT-9).
-    events = [Event(n, Record("a", {"model_call_id": f"m{n}"}), 0, 100, OK(None)) for n in range(12)]
-    events.append(Event(99, ReadManifest("a"), 101, 102, OK(model.ManifestValue(()))))
+    events = [
+        Event(client=n, op=Record("a", {"model_call_id": f"m{n}"}), invoked=0, returned=100, result=OK(None))
+        for n in range(12)
+    ]
+    events.append(
+        Event(client=99, op=ReadManifest("a"), invoked=101, returned=102, result=OK(model.ManifestValue(())))
+    )
     for budget in (1, 50, 500):
         assert check_history(events, budget=budget) == Unknown(spent=f"{budget} search steps")
         assert decide(events, budget=budget) == Unknown(spent=f"{budget} search steps")
@@ -372,12 +414,16 @@ def test_decide_is_the_verdict_without_the_shrunk_witness() -> None:
     # ``decide`` says the same as ``check_history``; its violation carries the failing rollout's events
     # whole (no explanation search, no shrinking), in the history's order.
     events = [
-        Event(0, Record("a", ROW), 0, 1, OK(None)),
-        Event(0, Record("b", ROW), 0, 1, OK(None)),
-        Event(2, HasRows("b"), 1.5, 1.8, OK(True)),
-        Event(1, Retire(["a"]), 2, 3, OK(Removal(("a",), ()))),
-        Event(2, HasRows("a"), 2.5, 2.8, OK(True)),  # overlaps the retire: fine
-        Event(0, HasRows("a"), 4, 5, OK(True)),  # after it returned: must be an error
+        Event(client=0, op=Record("a", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=0, op=Record("b", ROW), invoked=0, returned=1, result=OK(None)),
+        Event(client=2, op=HasRows("b"), invoked=1.5, returned=1.8, result=OK(True)),
+        Event(client=1, op=Retire(["a"]), invoked=2, returned=3, result=OK(Removal(("a",), ()))),
+        Event(
+            client=2, op=HasRows("a"), invoked=2.5, returned=2.8, result=OK(True)
+        ),  # overlaps the retire: fine
+        Event(
+            client=0, op=HasRows("a"), invoked=4, returned=5, result=OK(True)
+        ),  # after it returned: must be an error
     ]
     decided, checked = decide(events), check_history(events)
     assert isinstance(decided, Violation) and isinstance(checked, Violation)
@@ -394,7 +440,7 @@ def test_decide_is_the_verdict_without_the_shrunk_witness() -> None:
         "])",
     ]
     assert decide(events[:5]) == check_history(events[:5]) == Ok()
-    bad = [Event(0, HasRows("a"), 0, 1, OK(0))]
+    bad = [Event(client=0, op=HasRows("a"), invoked=0, returned=1, result=OK(0))]
     assert decide(bad) == check_history(bad)
 
 

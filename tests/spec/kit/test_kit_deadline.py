@@ -68,7 +68,7 @@ def hypothesis_defaults() -> Iterator[None]:
     try:
         yield
     finally:
-        settings.load_profile(previous)
+        settings.load_profile(previous or "default")
 
 
 def test_the_kit_runs_without_a_deadline_under_hypothesis_defaults(hypothesis_defaults: None) -> None:
