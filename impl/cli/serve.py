@@ -22,6 +22,7 @@ the same user (they can read each other's environment).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -81,6 +82,25 @@ def register(subparsers: Any) -> None:
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
     )
     parser.add_argument("--access-log", action="store_true", help="log every request")
+    limits = parser.add_argument_group(
+        "limits (R-HTTP-7; each defaults to $CAPTURE_LEDGER_SERVE_LIMITS's value, else the built-in one)"
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=int,
+        default=None,
+        help="open connections per worker; above it a 503 (default: the open-file limit less 256)",
+    )
+    limits.add_argument(
+        "--header-timeout", type=float, default=None, help="seconds for a request's line and headers (10)"
+    )
+    limits.add_argument("--body-timeout", type=float, default=None, help="seconds for a request's body (30)")
+    limits.add_argument(
+        "--keep-alive-timeout", type=int, default=None, help="seconds an idle connection is kept (5)"
+    )
+    limits.add_argument(
+        "--http", choices=["auto", "h11", "httptools"], default=None, help="uvicorn's HTTP parser (auto)"
+    )
     add_token_option(parser)
     parser.set_defaults(handler=run_serve)
 
@@ -111,6 +131,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.extend is not None:
         load_target(args.extend)
     options = serving.ServeOptions(group_commit=args.group_commit, threads=args.threads, extend=args.extend)
+    _export_limits(args)
     directory = Path(args.dir).resolve()
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -124,3 +145,25 @@ def run_serve(args: argparse.Namespace) -> int:
     print(json.dumps({**announcement, "workers": args.workers, "directory": str(directory)}), flush=True)
     serving.run_workers(sock, workers=args.workers, log_level=args.log_level, access_log=args.access_log)
     return 0
+
+
+#: The ``serve`` flags that set a field of ``ServerLimits`` (flag destination -> field).
+_LIMIT_FLAGS = ("max_connections", "header_timeout", "body_timeout", "keep_alive_timeout", "http")
+
+
+def _export_limits(args: argparse.Namespace) -> None:
+    """Put the limits the flags give, over ``$CAPTURE_LEDGER_SERVE_LIMITS``'s, where every worker reads them.
+
+    Raises:
+        UsageError: a limit out of range (a timeout not positive, fewer than one connection).
+    """
+    from capture_ledger.impl.http import LIMITS_ENV, limits_from_environment
+
+    given = {name: getattr(args, name) for name in _LIMIT_FLAGS if getattr(args, name) is not None}
+    if not given:
+        return
+    try:
+        limits = dataclasses.replace(limits_from_environment(), **given)
+    except ValueError as error:
+        raise UsageError(f"a limit is out of range: {error}") from error
+    os.environ[LIMITS_ENV] = limits.to_json()

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         GuardedHttpToolsProtocol,
         ServerLimits,
         guarded_protocol,
+        limits_from_environment,
     )
     from capture_ledger.impl.http._metrics import BUCKETS, LedgerMetrics, statistics_fields
     from capture_ledger.impl.http._routes import (
@@ -54,6 +55,7 @@ _LAZY = {
     "GuardedHttpToolsProtocol": "capture_ledger.impl.http._limits",
     "LIMITS_ENV": "capture_ledger.impl.http._limits",
     "ServerLimits": "capture_ledger.impl.http._limits",
+    "limits_from_environment": "capture_ledger.impl.http._limits",
     "guarded_protocol": "capture_ledger.impl.http._limits",
     "BUCKETS": "capture_ledger.impl.http._metrics",
     "LedgerMetrics": "capture_ledger.impl.http._metrics",
@@ -105,6 +107,7 @@ __all__ = [
     "check_removal",
     "create_app",
     "guarded_protocol",
+    "limits_from_environment",
     "listening_socket",
     "manifest_route",
     "merge_removals",
