@@ -8,6 +8,7 @@ must report each, and with ``fix=True`` repair only the safe ones, leaving the s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,21 @@ from capture_ledger.spec.core.model import (
     step,
 )
 
+#: Handles the tests open, closed after each test (a dropped handle warns: ResourceWarning).
+_OPEN: list[FileLineageStore] = []
+
 
 def _store(directory: Path) -> FileLineageStore:
-    return FileLineageStore(directory, stripes=4)
+    store = FileLineageStore(directory, stripes=4)
+    _OPEN.append(store)
+    return store
+
+
+@pytest.fixture(autouse=True)
+def _close_handles() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
 
 
 def _kinds(directory: Path, *, fix: bool = False) -> list[tuple[str, str, bool]]:

@@ -285,4 +285,5 @@ def test_the_broken_variant_returns_while_another_sync_runs(tmp_path: Path) -> N
     assert shared_syncs(tmp_path).directory.finished == 0  # ... and none had finished
     release.set()
     thread.join()
+    hurried.close()
     inner.close_all()
