@@ -357,15 +357,15 @@ def test_validation_results_and_malformed_removals_are_judged_alone() -> None:
             "must be finite numbers",
         ),
         (
-            Event(client=0, op=HasRows("a"), invoked="0", returned=1, result=OK(False)),
+            Event(client=0, op=HasRows("a"), invoked="0", returned=1, result=OK(False)),  # type: ignore[arg-type]
             "must be finite numbers",
-        ),  # type: ignore[arg-type]
+        ),
         (Event(client=0, op="has_rows a", invoked=0, returned=1, result=OK(False)), "is not an operation"),  # type: ignore[arg-type]
         (Event(client=0, op=HasRows("a"), invoked=0, returned=1, result={"ok": False}), "neither Ok nor Err"),  # type: ignore[arg-type]
         (
-            Event(client=0, op=HasRows("a"), invoked=0, returned=1, result=model.Err("gone")),
+            Event(client=0, op=HasRows("a"), invoked=0, returned=1, result=model.Err("gone")),  # type: ignore[arg-type]
             "names no ErrorKind",
-        ),  # type: ignore[arg-type]
+        ),
     ],
 )
 def test_a_malformed_history_is_refused_naming_the_event(event: Event, problem: str) -> None:
