@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from capture_ledger.spec.concurrency._commute import Commuting, Rows, Symbolic
 from capture_ledger.spec.concurrency.history import results_match
 from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Result, Retire, RolloutState, Transition
 
-__all__ = ["Budget", "Outcome", "SubOperation", "search"]
+__all__ = ["Budget", "Outcome", "SubOperation", "plain_search", "search"]
 
 
 class SubOperation(NamedTuple):
@@ -69,8 +70,12 @@ class Outcome:
     state: RolloutState
 
 
-def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False) -> Outcome:
-    """Wing & Gong / Lowe search with memoisation, as porcupine's ``checkSingle``.
+def plain_search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False) -> Outcome:
+    """Wing & Gong / Lowe search with memoisation, as porcupine's ``checkSingle``, on the model's states.
+
+    The reference that ``search`` is checked against (``tests/spec/concurrency/test_commute.py``) and
+    measured against (``benchmarks/bench_linearizability.py``): every order of unordered writes is a state
+    of its own here.
 
     Args:
         ops: one rollout ID's sub-operations (a retire's completion right after its fence).
@@ -152,3 +157,177 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
         prv[nxt[call]] = call
         entry = nxt[call]
     return Outcome(True, longest, longest_state)
+
+
+def _links(ops: Sequence[SubOperation]) -> tuple[list[int], list[int]]:
+    """The doubly linked list of call and return entries sorted by time (``plain_search``'s layout)."""
+    n = len(ops)
+    order = sorted(
+        [(op.invoked, 0, i) for i, op in enumerate(ops)]
+        + [(op.returned, 1, n + i) for i, op in enumerate(ops)]
+    )
+    nxt = [0] * (2 * n + 2)
+    prv = [0] * (2 * n + 2)
+    last = 0
+    for _, _, entry in order:
+        nxt[last] = entry + 1
+        prv[entry + 1] = last
+        last = entry + 1
+    nxt[last] = 0
+    return nxt, prv
+
+
+def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False) -> Outcome:
+    """The search of ``plain_search`` on symbolic states that know what commutes (``_commute``).
+
+    Two changes, both exact (``docs/concurrency.md``): a Live state keeps rows that no read has ordered as
+    a set (``_commute.Rows``), so orders of commuting writes are one state; and a *lazy* write (a simple
+    write that overlaps no removal and no write that is not simple) is never tried on a Live rollout, only
+    taken when a read shows its row (just before that read) or when the search reaches its return. So
+    ``N`` concurrent writes with reads between them make about ``N`` configurations, not ``2**N`` or ``N!``.
+    And a read that lists a row no call writes fails the partition before any search.
+
+    Args, Returns: as ``plain_search``; ``Outcome.state`` is a concrete state the longest partial
+    linearization reaches.
+    """
+    n = len(ops)
+    ctx = Commuting(ops)
+    if ctx.impossible() is not None:
+        return Outcome(False, (), ABSENT)
+    nxt, prv = _links(ops)
+    must = sum(1 for op in ops if op.returned != math.inf)
+    after = [
+        i - 1 if op.stage == "complete" and i and ops[i - 1].stage == "fence" else -1
+        for i, op in enumerate(ops)
+    ]
+    lazy, lazy_mask, read, returned = ctx.lazy, ctx.lazy_mask, ctx.read, ctx.returned
+    step = ctx.step
+    state: Symbolic = ABSENT
+    linearized = 0
+    cache: set[tuple[int, Symbolic, int]] = set()
+    # Each step taken: the call, the state before it, the lazy writes taken just before it, the vanishing
+    # writes before it, and which option of a lazy write's return it was (-1: a call taken).
+    calls: list[tuple[int, Symbolic, list[int], int, int]] = []
+    longest: tuple[int, ...] = ()
+    longest_state: Symbolic = ABSENT
+
+    def lift(i: int) -> None:
+        call, ret = i + 1, n + i + 1
+        nxt[prv[call]] = nxt[call]
+        prv[nxt[call]] = prv[call]
+        nxt[prv[ret]] = nxt[ret]
+        prv[nxt[ret]] = prv[ret]
+
+    def unlift(i: int) -> None:
+        call, ret = i + 1, n + i + 1
+        nxt[prv[ret]] = ret
+        prv[nxt[ret]] = ret
+        nxt[prv[call]] = call
+        prv[nxt[call]] = call
+
+    def takeable() -> int:
+        # The calls that may take effect now: those before the first return left in the list.
+        mask, cursor = 0, nxt[0]
+        while cursor and cursor <= n:
+            mask |= 1 << (cursor - 1)
+            cursor = nxt[cursor]
+        return mask
+
+    vanish = 0  # lazy writes not taken that may have taken effect before a removal cleared their row
+    resume = 0  # the option to try next at a lazy write's return (0: take it; 1: it vanished)
+    entry = nxt[0]
+    while must:
+        if budget.exhausted():
+            return Outcome(None, longest, ctx.concrete(longest_state))
+        budget.spent += 1
+        i = entry - 1
+        forced: list[int] = []
+        option = -1
+        if 0 <= i < n:  # a call: try to linearize it now
+            if (after[i] >= 0 and not (linearized >> after[i]) & 1) or (lazy[i] and isinstance(state, Rows)):
+                entry = nxt[entry]
+                continue
+            before = state
+            if read[i] and isinstance(state, Rows):
+                pending = ctx.shown(i) & lazy_mask & ~linearized
+                if pending:
+                    if pending & ~takeable():
+                        entry = nxt[entry]
+                        continue
+                    while pending:
+                        low = pending & -pending
+                        writer = low.bit_length() - 1
+                        forced.append(writer)
+                        before, _ = step(writer, before)
+                        pending ^= low
+            new_state, matches = step(i, before)
+            new_vanish = vanish
+            if matches and isinstance(state, Rows) and not isinstance(new_state, Rows):
+                # A removal cleared the rows: a lazy write that could take effect now could have taken
+                # effect just before it, and its row would be gone (R-CONC-1, per-ID linearizable).
+                new_vanish |= takeable() & lazy_mask & ~(1 << i)
+        elif entry and lazy[entry - n - 1]:
+            # The return of a lazy write not taken yet: take it now, as late as it can be, or, if a removal
+            # could have cleared it, let it vanish there.
+            i = entry - n - 1
+            options = ["take"] if isinstance(state, Rows) else []
+            if (vanish >> i) & 1:
+                options.append("vanish")
+            option, resume = resume, 0
+            if option < len(options):
+                new_vanish = vanish
+                if options[option] == "take":
+                    new_state, matches = step(i, state)
+                else:
+                    new_state, matches = state, True
+            else:
+                matches = False
+        else:
+            matches = False
+        resume = 0
+        if matches:
+            done = linearized | (1 << i)
+            for writer in forced:
+                done |= 1 << writer
+            new_vanish &= ~done
+            key = (done, new_state, new_vanish)
+            if key not in cache:
+                cache.add(key)
+                calls.append((i, state, forced, vanish, option))
+                state, linearized, vanish = new_state, done, new_vanish
+                for writer in forced:
+                    lift(writer)
+                    if returned[writer] != math.inf:
+                        must -= 1
+                lift(i)
+                if returned[i] != math.inf:
+                    must -= 1
+                if explain and linearized.bit_count() > len(longest):  # O(n) a time: only to explain
+                    longest = tuple(c for call, _, taken, _, _ in calls for c in (*taken, call))
+                    longest_state = state
+                entry = nxt[0]
+                continue
+            if option >= 0:  # this option of a lazy write's return was explored: try the next one
+                resume = option + 1
+                continue
+        if 0 <= entry - 1 < n:
+            entry = nxt[entry]
+            continue
+        # A return whose call is not linearized (or the end of the list): undo the last step.
+        if not calls:
+            return Outcome(False, longest, ctx.concrete(longest_state))
+        i, state, forced, vanish, option = calls.pop()
+        unlift(i)
+        linearized &= ~(1 << i)
+        if returned[i] != math.inf:
+            must += 1
+        for writer in reversed(forced):
+            unlift(writer)
+            linearized &= ~(1 << writer)
+            if returned[writer] != math.inf:
+                must += 1
+        if option >= 0:  # a lazy write's return: try its next option
+            entry, resume = n + i + 1, option + 1
+        else:
+            entry = nxt[i + 1]
+    return Outcome(True, longest, ctx.concrete(longest_state))

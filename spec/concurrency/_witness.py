@@ -15,8 +15,11 @@ its text, the explanation of a failing partition, and the shrinking that makes a
   its result impossible, and no single one of those calls can go (unless its absence is a violation of its
   own, as a ``retire`` reporting ``removed`` with no write before it).
 
-Not guaranteed: a globally minimal witness; that a budget spent while shrinking leaves the witness
-minimal (it stays non-linearizable).
+Both run within a budget of their own (``check_history``'s ``explain_budget``), after the verdict is
+decided: when it runs out, the witness is the failing partition whole, unshrunk, and says so
+(``shrunk=False`` in its text).
+
+Not guaranteed: a globally minimal witness; a minimal one when the explaining budget runs out.
 """
 
 from __future__ import annotations
@@ -42,28 +45,36 @@ class LinearizabilityWitness:
         events: the witness: events of the history judged, in the history's order (minimal from
             ``check_history``; the whole failing partition from ``decide``).
         explanation: why no order of them matches their results.
+        shrunk: whether ``events`` were shrunk to a minimal witness.
     """
 
     rollout_id: str | None
     events: tuple[Event, ...]
     explanation: str
+    #: ``False`` when ``events`` are not shrunk: from ``decide``, or when the explaining bound of
+    #: ``check_history`` ran out (its explanation then says so).
+    shrunk: bool = True
 
 
 def counterexample(witness: LinearizabilityWitness) -> str:
     """The witness as text, ``Violation(rollout_id=..., explanation=..., witness=[...])``, an event a line."""
-    lines = [f"Violation(rollout_id={witness.rollout_id!r}, explanation={witness.explanation!r}, witness=["]
+    shrunk = "" if witness.shrunk else "shrunk=False, "
+    lines = [
+        f"Violation(rollout_id={witness.rollout_id!r}, explanation={witness.explanation!r}, {shrunk}witness=["
+    ]
     lines += [f"    {event!r}," for event in witness.events]
     lines.append("])")
     return "\n".join(lines)
 
 
-def explain(ops: Sequence[SubOperation]) -> str:
+def explain(ops: Sequence[SubOperation], budget: Budget) -> str | None:
     """Why a non-linearizable partition fails: its longest partial linearization and what blocks it.
 
-    The search that finds it is unbounded (it ends: the partition was already found to fail) and
-    deterministic.
+    The search that finds it is deterministic and within ``budget``; ``None`` when the budget ran out.
     """
-    outcome: Outcome = search(ops, Budget(None), explain=True)
+    outcome: Outcome = search(ops, budget, explain=True)
+    if outcome.linearizable is None:
+        return None
     done = set(outcome.longest)
     shown = [ops[i].label for i in outcome.longest[-4:]]
     if len(outcome.longest) > len(shown):
@@ -90,9 +101,10 @@ def _fails(groups: Sequence[Group], budget: Budget) -> bool:
     return bool(groups) and search([op for g in groups for op in g], budget).linearizable is False
 
 
-def shrink(ops: list[SubOperation], budget: Budget) -> list[SubOperation]:
+def shrink(ops: list[SubOperation], budget: Budget) -> tuple[list[SubOperation], bool]:
     """A minimal non-linearizable sub-list of a non-linearizable partition, removing whole events (see the
-    module docstring); within ``budget``, shared with the search that found the partition failing."""
+    module docstring), within ``budget``; and whether it finished. When the budget runs out first, the
+    partition is returned whole (``False``): a cut made on an undecided search may not keep it failing."""
     by_event: dict[int, list[SubOperation]] = {}
     for op in sorted(ops, key=lambda op: (op.invoked, op.event)):  # stable: a fence stays first
         by_event.setdefault(op.event, []).append(op)
@@ -122,5 +134,7 @@ def shrink(ops: list[SubOperation], budget: Budget) -> list[SubOperation]:
         if chunk == 1 and not cut:
             break
         chunk = max(1, chunk // 2)
+    if budget.exhausted():
+        return list(ops), False
     rest = [*rest, culprit]
-    return [op for g in rest for op in g]
+    return [op for g in rest for op in g], True

@@ -26,7 +26,10 @@ How (porcupine's design, after Wing & Gong and Lowe):
   time (a call before a return at the same instant, so touching calls count as concurrent); a depth-first
   search linearizes a pending call whose model result matches the observed one, backtracks at a return
   whose call is not linearized yet, and memoises ``(linearized set as a bitset, state)`` so that no
-  configuration is explored twice.
+  configuration is explored twice. The state is symbolic where writes commute (``_commute``: rows that
+  no read has ordered are a set, and a write whose row no other call touches is taken only when a read
+  shows it or it returns), which is exact: ``reference_decide`` is the same verdict by the plain search on
+  the model's ordered states, and a property test holds the two to it.
 * **Unreturned calls** (``returned=None``) may take effect anywhere after their invocation or not at all:
   their return is at +infinity and any result is accepted; the search stops once every returned call is
   linearized (the unreturned rest then take effect "after the end", which nothing observed).
@@ -38,16 +41,17 @@ How (porcupine's design, after Wing & Gong and Lowe):
 
 Not guaranteed: a result within any time bound (the problem is NP-complete; a ``budget`` of search steps
 bounds the work and yields ``Unknown(spent)``, R-KIT-9; the search stops exactly when it has spent the
-budget, so ``spent`` is the budget); a globally minimal witness; judging clocks that the clients did not
+budget, so ``spent`` is the budget; the witness has a bound of its own, ``explain_budget``, past which it
+is given unshrunk); a globally minimal witness; judging clocks that the clients did not
 share (``history`` says which clocks are fit).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from capture_ledger.spec.concurrency._search import Budget, SubOperation, search
+from capture_ledger.spec.concurrency._search import Budget, Outcome, SubOperation, plain_search, search
 from capture_ledger.spec.concurrency._witness import LinearizabilityWitness, counterexample, explain, shrink
 from capture_ledger.spec.concurrency.history import Event, results_match
 from capture_ledger.spec.core.model import (
@@ -78,6 +82,7 @@ from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 # Ok, Unknown, Verdict and Violation are the shared result type (spec.core.verdicts), re-exported for the
 # checker's callers.
 __all__ = [
+    "DEFAULT_EXPLAIN_BUDGET",
     "REQUIREMENT",
     "LinearizabilityWitness",
     "Ok",
@@ -88,10 +93,15 @@ __all__ = [
     "check_history",
     "decide",
     "partition",
+    "reference_decide",
 ]
 
 #: The requirement a non-linearizable history breaks.
 REQUIREMENT = "R-CONC-1"
+#: Search steps ``check_history`` may spend explaining and shrinking a witness, after the verdict.
+DEFAULT_EXPLAIN_BUDGET = 2_000_000
+
+Searcher = Callable[[Sequence[SubOperation], Budget], Outcome]
 
 
 # ------------------------------------------------------------------------------------ sub-operations
@@ -262,7 +272,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
 
 # ------------------------------------------------------------------------------------------------ verdicts
 def _decide(
-    events: Sequence[Event], budget: Budget
+    events: Sequence[Event], budget: Budget, searcher: Searcher = search
 ) -> tuple[Verdict | None, dict[str, list[SubOperation]], str | None]:
     """The partitions and either the verdict (``Ok``, ``Unknown``, or a violation of one event) or, for a
     partition that fails, ``None`` and its rollout ID: the caller builds that violation's witness."""
@@ -270,7 +280,7 @@ def _decide(
     if invalid is not None:
         return invalid, parts, None
     for rollout_id, ops in parts.items():
-        outcome = search(ops, budget)
+        outcome = searcher(ops, budget)
         if outcome.linearizable is None:
             return Unknown(spent=f"{budget.spent} search steps"), parts, None
         if not outcome.linearizable:
@@ -297,28 +307,68 @@ def decide(events: Sequence[Event], *, budget: int | None = None) -> Verdict:
     Raises:
         ValueError: a malformed history (``partition`` says which event and why, R-KIT-9).
     """
-    verdict, parts, rollout_id = _decide(events, Budget(budget))
+    return _whole(events, *_decide(events, Budget(budget)))
+
+
+def reference_decide(events: Sequence[Event], *, budget: int | None = None) -> Verdict:
+    """``decide`` with the plain search (porcupine's, on the model's ordered states), for comparison.
+
+    What ``search``'s reductions are checked against (``tests/spec/concurrency/test_commute.py``) and
+    measured against (``benchmarks/bench_linearizability.py``); not for judging: it gives up at about eight
+    concurrent writes on one rollout ID.
+
+    Args:
+        events: the history.
+        budget: at most this many search steps over every partition; ``None`` for no bound.
+
+    Returns:
+        As ``decide``.
+
+    Raises:
+        ValueError: a malformed history.
+    """
+    return _whole(events, *_decide(events, Budget(budget), plain_search))
+
+
+def _why(ops: Sequence[SubOperation], rollout_id: str) -> str:
+    return (
+        f"no order of these {len(ops)} calls on rollout {rollout_id!r} respecting real time matches their "
+        "results"
+    )
+
+
+def _whole(
+    events: Sequence[Event],
+    verdict: Verdict | None,
+    parts: dict[str, list[SubOperation]],
+    rollout_id: str | None,
+) -> Verdict:
+    """The verdict, or the violation whose witness is the failing partition's events, whole."""
     if verdict is not None:
         return verdict
     assert rollout_id is not None
     ops = parts[rollout_id]
     mine = tuple(events[i] for i in sorted({op.event for op in ops}))
-    why = (
-        f"no order of these {len(ops)} calls on rollout {rollout_id!r} respecting real time matches their "
-        "results"
+    witness = LinearizabilityWitness(
+        rollout_id=rollout_id, events=mine, explanation=_why(ops, rollout_id), shrunk=False
     )
-    return _violation(LinearizabilityWitness(rollout_id=rollout_id, events=mine, explanation=why))
+    return _violation(witness)
 
 
-def check_history(events: Sequence[Event], *, budget: int | None = None) -> Verdict:
+def check_history(
+    events: Sequence[Event], *, budget: int | None = None, explain_budget: int | None = DEFAULT_EXPLAIN_BUDGET
+) -> Verdict:
     """Whether a recorded history is linearizable with respect to the sequential model (R-CONC-1).
 
-    ``decide``, then, on a violation, the explanation and the shrinking of its witness.
+    ``decide``, then, on a violation, the explanation and the shrinking of its witness under a bound of
+    their own: the verdict never waits for the witness longer than ``explain_budget`` steps.
 
     Args:
         events: the history: every call's invocation, return (``None`` if it never returned) and result.
-        budget: at most this many search steps (over all partitions and the shrinking of a witness);
-            ``None`` for no bound.
+        budget: at most this many search steps to decide; ``None`` for no bound.
+        explain_budget: at most this many search steps to explain and shrink a violation's witness;
+            ``None`` for no bound. When they run out, the witness is the failing rollout's calls whole
+            (``shrunk=False``), and its explanation says so.
 
     Returns:
         ``Ok()``; a ``Violation`` of R-CONC-1 whose ``witness`` is a ``LinearizabilityWitness`` with a
@@ -330,15 +380,24 @@ def check_history(events: Sequence[Event], *, budget: int | None = None) -> Verd
         ValueError: a malformed history (``partition`` says which event and why, R-KIT-9): not a
             recording of calls, so not a history to judge.
     """
-    steps = Budget(budget)
-    verdict, parts, rollout_id = _decide(events, steps)
+    verdict, parts, rollout_id = _decide(events, Budget(budget))
     if verdict is not None:
         return verdict
     assert rollout_id is not None
     ops = parts[rollout_id]
+    steps = Budget(explain_budget)
     # The explanation comes from the whole partition (its context is what a reader needs); the witness is
     # the shrunk sub-history, which is often just the calls whose results clash.
-    explanation = explain(ops)
-    shrunk = shrink(ops, steps)
+    explanation = explain(ops, steps)
+    shrunk, finished = shrink(ops, steps) if explanation is not None else (ops, False)
+    if explanation is None or not finished:
+        explanation = (explanation or _why(ops, rollout_id)) + (
+            f"; the witness is not shrunk: the bound of {explain_budget} search steps to explain it ran out, "
+            f"so these are all {len(ops)} calls on the rollout"
+        )
     witness = tuple(events[i] for i in sorted({op.event for op in shrunk}))
-    return _violation(LinearizabilityWitness(rollout_id=rollout_id, events=witness, explanation=explanation))
+    return _violation(
+        LinearizabilityWitness(
+            rollout_id=rollout_id, events=witness, explanation=explanation, shrunk=finished
+        )
+    )
