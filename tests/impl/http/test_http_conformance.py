@@ -156,6 +156,7 @@ def served() -> Iterator[tuple[ServerThread, Dispatcher]]:
         yield server, dispatcher
 
 
+@pytest.mark.slow  # the kit's full run over HTTP (about 13 s alone); the broken remote path below stays fast
 def test_the_remote_path_conforms_with_two_workers(served: tuple[ServerThread, Dispatcher]) -> None:
     server, dispatcher = served
 

@@ -91,6 +91,7 @@ def test_the_directory_ledger_keeps_the_contract_under_journaled_without_faults(
     assert data["images"] > 20
 
 
+@pytest.mark.slow  # a long crash cross-check (about 6 s alone)
 @needs_strace
 def test_the_directory_ledgers_retries_after_a_failed_sync_keep_the_contract() -> None:
     """A finding of this layer, fixed (docs/crash-target.md): the example's retire failed at its fence's
@@ -119,6 +120,7 @@ def _cross_check(configs: tuple[str, ...], workloads: tuple[str, ...], models: t
     return cross_check(configs=configs, workloads=workloads, models=models)
 
 
+@pytest.mark.slow  # a long crash cross-check (about 5 s alone)
 @needs_strace
 def test_our_store_traced_from_outside_gets_the_seam_studys_verdicts() -> None:
     """The cross-check (docs/crash-target.md): the same store, workload and model, recorded through the seam
@@ -153,6 +155,7 @@ def test_the_cross_check_agrees_on_every_configuration_of_the_small_study() -> N
     assert all(c.same_schedule and c.agree for c in unparked), [c.line() for c in unparked if not c.agree]
 
 
+@pytest.mark.slow  # Gym traced from outside (about 4 s alone)
 @needs_strace
 def test_gyms_file_store_survives_crashes_but_not_its_own_torn_line() -> None:
     """docs/gym.md: NeMo Gym's store (record, record_failure, manifest, has_rows) fsyncs what it writes, so

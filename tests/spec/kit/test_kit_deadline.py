@@ -79,6 +79,7 @@ def test_the_kit_runs_without_a_deadline_under_hypothesis_defaults(hypothesis_de
     assert kit_settings(settings(max_examples=2, deadline=100)).deadline is None
 
 
+@pytest.mark.slow  # each write sleeps 0.25 s (about 15 s); kit_settings' test above stays fast
 def test_a_slow_ledger_gets_its_verdict_under_hypothesis_defaults(hypothesis_defaults: None) -> None:
     """Each write 0.25 s: past the default deadline in one call; the verdict is the ledger's (it conforms)."""
     check_ledger(open_slow)

@@ -29,6 +29,7 @@ SUBSETS = [
 ]
 
 
+@pytest.mark.slow  # every subset of the operations (about 10 s alone)
 def test_the_reference_restricted_to_every_subset_of_operations_conforms() -> None:
     assert len(SUBSETS) == 2 ** len(OPERATIONS) - 1
     for subset in SUBSETS:

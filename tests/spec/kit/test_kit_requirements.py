@@ -127,6 +127,7 @@ class TwoBugs(DuplicatesReportedTwice, RetiredManifestEmpty):
     (R-READ-3)."""
 
 
+@pytest.mark.slow  # every requirement's round (about 12 s alone)
 def test_every_broken_requirement_is_reported_once_with_a_counterexample_that_replays() -> None:
     verdict = judge_ledger(
         lambda workspace: TwoBugs(), settings=PROFILES["ci"], every=True, target="tests.two_bugs:open_two"
