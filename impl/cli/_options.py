@@ -48,7 +48,7 @@ def read_token(token_file: str | None) -> str:
         token_file: the ``--token-file`` argument, or ``None``.
 
     Returns:
-        A token the server and the clients accept (``impl.http.auth.validate_bearer_token``).
+        A token the server and the clients accept (``impl.http.validate_bearer_token``).
 
     Raises:
         UsageError: neither gives a non-empty token, the file cannot be read, or the token is unusable.

@@ -3,7 +3,7 @@
 ``witness_svg(violation)`` draws one lane per call, in invocation order and headed by its client, each
 call a bar from its invocation to its return (red for the culprit, the last call; grey and open-ended for a
 call that never returned), labelled with the call and its outcome, under a heading with the requirement
-and the explanation; hand-written SVG in the style of the crash study's timelines (``impl.study.pictures``).
+and the explanation; hand-written SVG in the style of the crash study's timelines (``spec.kit.crash``).
 
 Not guaranteed: the layout or colours (for people, not for parsing); that long labels fit (they are cut).
 """

@@ -1,7 +1,7 @@
 """``capture-ledger check-history``: judge recorded histories for linearizability (SPEC.md R-CONC-1, R-KIT-9).
 
 ``check-history FILE [FILE ...] [--budget N]`` reads JSON-lines histories with
-``spec.kit.recorder.read_history`` (one ``event_to_json`` line per call; the two lines a ``HistoryJournal``
+``spec.kit.read_history`` (one ``event_to_json`` line per call; the two lines a ``HistoryJournal``
 writes for one call merged; several clients' files merged by invocation time) and judges them with
 ``spec.concurrency.linearizability.check_history``. What it prints, and its exit code:
 

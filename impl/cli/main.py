@@ -2,7 +2,7 @@
 
 Each module in ``COMMAND_MODULES`` defines ``register(subparsers)``, which adds its sub-commands and sets
 ``handler=callable(args) -> int`` on each. ``main`` returns the handler's exit code; a handler that raises
-``UsageError`` (``impl.cli.options``) or ``TargetError`` (a target that cannot be loaded,
+``UsageError`` (``impl.cli``) or ``TargetError`` (a target that cannot be loaded,
 ``spec.kit``) has its message printed as ``capture-ledger COMMAND: message`` on
 standard error, and the exit code is 2. Registering a command imports only what its parser needs: the
 HTTP stack is imported by the commands that use it, when they run.

@@ -5,7 +5,7 @@ R-RETIRE-1..4, R-DELETE-1..3, R-WRITE-4..6, R-STORE-7).
 [--duplicates FRACTION] [--abandon FRACTION] [--removal retire|delete] [--report DIR] [--json]`` starts
 N real ``capture-ledger serve`` servers per arm on loopback, drives R rollouts through them with a fake
 inference route and a framework driver (``impl.simulate``), writes ``DIR/report.md`` with pictures, and
-prints the summary (``--json``: the object of ``impl.simulate.summary``). The defaults are the source's
+prints the summary (``--json``: the object of ``impl.simulate``). The defaults are the source's
 numbers; ``--ci`` is the small scenario the test suite runs. Progress goes to standard error.
 
 Exit codes: 0 every invariant held; 1 an invariant broke, or the run passed ``--timeout``; 2 a usage

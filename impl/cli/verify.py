@@ -1,6 +1,6 @@
 """``capture-ledger verify``: run the conformance kit against a ledger factory (SPEC.md R-KIT-1..11).
 
-TARGET is ``module:callable`` (loaded by ``impl.cli.targets``); the callable takes a workspace directory
+TARGET is ``module:callable`` (loaded by ``spec.kit``); the callable takes a workspace directory
 (``pathlib.Path``) and returns a ``CaptureLedger`` (or a coroutine resolving to one). The current directory
 is put on ``sys.path`` so that a project's own modules import. Without TARGET the production
 ``FileLineageStore`` is checked with three handles on one directory, as three workers of one model server.

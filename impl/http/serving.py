@@ -195,7 +195,7 @@ def run_workers(sock: socket.socket, *, workers: int, log_level: str, access_log
     """Serve on ``sock`` with ``workers`` uvicorn processes (one: this process) until told to stop.
 
     The server's limits (connections, head, body and keep-alive timeouts, the HTTP parser, R-HTTP-7) come
-    from ``$CAPTURE_LEDGER_SERVE_LIMITS`` (``impl.http.limits``), the defaults when it is unset.
+    from ``$CAPTURE_LEDGER_SERVE_LIMITS`` (``impl.http``), the defaults when it is unset.
 
     Args:
         sock: the bound socket (``listening_socket``); the workers inherit it.

@@ -2,7 +2,7 @@
 directories hold (R-HTTP-1, R-STORE-2).
 
 ``Cluster`` starts one ``ServerProcess`` per server (in parallel; each with its own node-local directory,
-``workers`` worker processes and the fake inference route of ``impl.simulate.inference``) and stops every
+``workers`` worker processes and the fake inference route of ``impl.simulate``) and stops every
 one of them when it is left, whatever happened: an error, a timeout or Ctrl-C. ``measure`` reads a
 directory as the end-of-run check does: ledger files and their bytes, fence files, anything else.
 

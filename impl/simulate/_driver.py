@@ -8,7 +8,7 @@ R-DELETE-1..3, R-WRITE-4..6).
   ``i % servers`` (the node that holds its ledger) and makes ``calls`` model calls one after another
   through the fake inference route (some fail: ``record_failure``). Then the framework reads its manifest
   over HTTP, checks that every call of its own is there, and hands the ID to the server's removal queue
-  (``impl.simulate.removals``: batches of ``batch``, or one request per rollout);
+  (``impl.simulate``: batches of ``batch``, or one request per rollout);
 - **duplicates**: a ``duplicates`` fraction of attempts is sent a second time under the same ID, as a
   client retry does: the second execution starts once the first has finished a random call, runs all its
   calls (new call IDs) and is never read by the framework;

@@ -1,7 +1,7 @@
 """What an arm of the simulation measured, the figures derived from it, and the invariants it must meet
 (R-RETIRE-1..4, R-DELETE-1..3, R-WRITE-4..6, R-STORE-7).
 
-``ArmOutcome`` is filled by the driver (``impl.simulate.driver``); everything else here is computed from
+``ArmOutcome`` is filled by the driver (``impl.simulate``); everything else here is computed from
 it: latency percentiles, microseconds per removed rollout (from the servers' own histograms, summed over
 every worker), and the invariants the test suite asserts on the small scenario:
 

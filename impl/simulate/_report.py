@@ -2,7 +2,7 @@
 and the pictures (docs/simulate.md; docs/source.md §What it measured).
 
 ``write_report(result, folder, command=...)`` writes ``folder/report.md`` and the pictures of
-``impl.simulate.pictures`` next to it; when matplotlib is missing, the report says so where the pictures
+``impl.simulate`` next to it; when matplotlib is missing, the report says so where the pictures
 would be. The report states the command, the date, the machine's cores and load before and after, and
 how long the run took, because every time-based figure depends on them.
 

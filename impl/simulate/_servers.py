@@ -219,7 +219,7 @@ class ServerThread(_Served):
         """Bind the socket now (so the port is known before any request), serve on ``start``.
 
         ``limits``: the connection cap, head and keep-alive timeouts and parser of ``serve``'s workers
-        (``impl.http.limits``; the body timeout is the app's, ``create_app(body_timeout=...)``).
+        (``impl.http``; the body timeout is the app's, ``create_app(body_timeout=...)``).
         """
         self._socket = listening_socket(host, 0)
         self.url = f"http://{host}:{self._socket.getsockname()[1]}"

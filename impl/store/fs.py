@@ -3,7 +3,7 @@
 ``FileSystem`` is the one small interface through which ``FileLineageStore`` touches its directory. Names
 are plain file names inside that directory (never paths). Nothing in the store bypasses it.
 
-The study tools wrap the seam with ``impl.study.hooked.HookedFileSystem`` (record, schedule or fail each
+The study tools wrap the seam with ``impl.study.HookedFileSystem`` (record, schedule or fail each
 call); nothing on the production path imports it.
 
 ``OsFileSystem`` is the real implementation: plain ``os`` calls on a directory, plus striped locks that

@@ -1,8 +1,8 @@
 """The effect vocabulary: what a ledger did to its files that a crash may keep or lose (SPEC.md §Crash,
 R-CRASH-1..4; docs/crash.md, docs/crash-target.md).
 
-Two recorders produce these records: the recording seam of our own store (``impl.study.recording``), and the
-strace parser that watches any ledger from outside (``impl.outside``). The persistence models
+Two recorders produce these records: the recording seam of our own store (``impl.study.crash``), and the
+strace parser that watches any ledger from outside (``spec.kit.crash.strace``). The persistence models
 (``spec.crash.durability``) turn a trace prefix of them into the disk images a crash may leave.
 
 Names are paths relative to the workspace, ``/``-separated (``rollouts/r1/rows.jsonl``); a name's directory

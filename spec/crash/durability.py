@@ -4,7 +4,7 @@ docs/crash.md, docs/crash-target.md).
 The crash contract (R-CRASH-1..4, judged by ``spec.crash.contract``) only means something relative to what
 the file system promises to keep at a crash. This module states three such promises precisely, as pure
 functions from the *effects* a ledger issued before the crash (a trace prefix; the vocabulary is
-``spec.crash.effects``, re-exported here) to the set of disk images the crash may leave. It says what the
+``spec.crash``, re-exported here) to the set of disk images the crash may leave. It says what the
 disk may hold, never whether a state read from it is correct. Every model starts from a ``Baseline``: files
 and directories present and durable before the trace began.
 
@@ -25,9 +25,9 @@ Shared rules.
   from the last sync or from any later moment, independently of the others: a write is torn at sectors, and
   unsynced writes reach the disk in any order. A rename replaces its target atomically in every model; the
   bytes of a file are the same under each of its names.
-- *Enumeration.* ``space(model, baseline, effects)`` returns an ``ImageSpace`` (``spec.crash.images``):
+- *Enumeration.* ``space(model, baseline, effects)`` returns an ``ImageSpace`` (``spec.crash``):
   exact size, indexable, for seeded sampling. An appended file's prefixes are enumerated up to what a
-  reader tells apart (``spec.crash.replay``): for newline-ended text the *line-reader reduction* (the synced
+  reader tells apart (``spec.crash``): for newline-ended text the *line-reader reduction* (the synced
   length; each later write's start, first interior byte, last interior byte, end); for other bytes also
   every sector boundary inside a write. A rewritten file gets no reduction: its sector combinations are
   listed lazily and callers sample them.

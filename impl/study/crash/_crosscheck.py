@@ -2,7 +2,7 @@
 traced from outside with strace must give the same verdicts (SPEC.md §Crash, R-CRASH-1..4;
 docs/crash-target.md §The cross-check).
 
-For each store configuration of the study (``impl.study.workloads.CONFIGS``: the default protocol, its
+For each store configuration of the study (``impl.study.crash.CONFIGS``: the default protocol, its
 options, and each ``StoreVariant`` step left out) and each workload, ``cross_check`` records the workload
 both ways — ``impl.study.crash.record`` through ``RecordingFileSystem``, and ``recorder.record_target`` on
 ``factories.open_store(config=...)`` under strace; a workload on several threads (``Workload.threads``) is

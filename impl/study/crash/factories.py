@@ -2,7 +2,7 @@
 (SPEC.md §Crash, R-STORE-9; docs/crash-target.md §The cross-check).
 
 ``open_store(workspace, config="default")`` opens ``FileLineageStore`` with the ordering, fence sync, group
-commit and lock stripes of ``impl.study.workloads.CONFIGS[config]`` — exactly the store the model study
+commit and lock stripes of ``impl.study.crash.CONFIGS[config]`` — exactly the store the model study
 records through its seam — so that tracing it from outside and recording it through the seam can be
 compared configuration by configuration. Each configuration also has a factory of its own name,
 ``open_<label>`` with every run of characters other than letters and digits made one ``_``
@@ -140,7 +140,7 @@ def open_store(workspace: Path, *, config: str = "default", threads: int = 0) ->
 
     Args:
         workspace: the lineage directory.
-        config: a label of ``impl.study.workloads.CONFIGS``.
+        config: a label of ``impl.study.crash.CONFIGS``.
         threads: 0 for a plain handle; N for one of the N handles of a run scheduled as the seam study
             schedules its threaded workloads (``GatherSchedule``; see the module docstring).
 

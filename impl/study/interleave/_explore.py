@@ -6,7 +6,7 @@ store operations in threads, one thread per handle, each handle's seam wrapped i
 decides who runs next (the mechanism is ``scheduling``'s; this module runs and judges scenarios).
 
 Each run yields the trace of ``(thread, seam call, result)``, the history of store operations on a
-logical clock (``spec.kit.recorder.HistoryRecorder``), read-backs of every rollout ID on every handle and on a
+logical clock (``spec.kit.HistoryRecorder``), read-backs of every rollout ID on every handle and on a
 fresh one after the threads finish, and the verdict of ``spec.concurrency.linearizability.check_history``
 (whose model gives retire two linearization points per ID, fence and completion, as R-STORE-4 does).
 

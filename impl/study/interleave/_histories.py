@@ -5,7 +5,7 @@ one process in the multi-process tests: it opens its own ``FileLineageStore`` on
 its operations phase by phase, all processes crossing a barrier between phases (so what must happen
 before what does, in every run), and journals its events to a JSON-lines file call by call;
 ``random_client`` is one phase of seeded random operations. The recording itself (any ledger's calls, the
-JSON lines) is ``spec.kit.recorder``'s.
+JSON lines) is ``spec.kit``'s.
 
 Not guaranteed: any particular mix of operations beyond the weights documented on ``random_operation``, or
 that two processes' calls within one phase overlap (the operating system schedules them).

@@ -11,7 +11,7 @@ abstraction is total: every image a crash may leave maps to one state). A manife
 and failures interleave, so an observed Live state is matched against the allowed states by manifest
 (``observation_of`` takes the allowed state with the same manifest, if any).
 
-``observation_of`` builds the study's ``Observation`` from a ``Reading``, so ``impl.study.judgement.judge``
+``observation_of`` builds the study's ``Observation`` from a ``Reading``, so ``spec.kit.crash.judge``
 judges it exactly as it judges our own store's images.
 
 Not guaranteed: that a partial ledger's states are complete (without ``admit`` a fence is invisible; the

@@ -130,7 +130,7 @@ def check_concurrency(  # noqa: PLR0913 - the pinned stress options, all keyword
         ids: rollout IDs shared by the calls.
         rounds: rounds at most; the run stops at the first round not ``ok``.
         conflicts: also draw records of one model call with different rows.
-        call_budget: seconds a call may take (R-KIT-8); ``None``: ``spec.kit.calls.call_budget()``.
+        call_budget: seconds a call may take (R-KIT-8); ``None``: ``spec.kit.call_budget()``.
         check_budget: the checker's search steps per round (``None``: no bound).
         workspace: where to make the rounds' workspaces (a temporary directory, removed after, if ``None``).
 

@@ -1,7 +1,7 @@
 """Scheduled interleavings of the real ``FileLineageStore`` (R-CONC-1..3, R-STORE-4..7).
 
-Every seam call of every handle is a scheduling point (``impl.study.scheduling``; runs and explorations are
-``impl.study.interleave``'s, the scenarios ``impl.study.scenarios``', one per configuration of the
+Every seam call of every handle is a scheduling point (``impl.study.interleave``; runs and explorations are
+``impl.study.interleave``'s, the scenarios ``impl.study.interleave``', one per configuration of the
 step-level explorer plus two it lacks). These tests show that the scheduler controls the store (one thread
 at a time, locks never contended, replays identical), that the production store passes every schedule
 explored (bounded-exhaustive and Hypothesis-generated), and that each guard-removed ``StoreVariant`` is

@@ -1,4 +1,4 @@
-"""Recording histories of real ledger calls (``spec.kit.recorder``; R-CONC-1, R-KIT-4).
+"""Recording histories of real ledger calls (``spec.kit``; R-CONC-1, R-KIT-4).
 
 ``RecordingLedger`` over a real ``FileLineageStore`` hands the caller exactly what the store did and leaves
 a history the checker accepts; JSON lines round-trip; an exception the spec allows no operation to raise

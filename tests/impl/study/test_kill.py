@@ -2,7 +2,7 @@
 
 A forked child process runs operations on a real ``FileLineageStore`` whose seam is a
 ``HookedFileSystem``: its ``before`` hook counts the store's seam calls and SIGKILLs the child just
-before the ``kill_at``-th one. Every operation goes through ``spec.kit.recorder.HistoryRecorder`` with a
+before the ``kill_at``-th one. Every operation goes through ``spec.kit.HistoryRecorder`` with a
 ``HistoryJournal``: the call's invocation is journaled before the store is called, the whole event after
 it returned, so the journal read back (``read_history``) is the child's history, the operation the kill
 interrupted being the one unreturned event. The kill point is a seam-call index, not a moment: a given

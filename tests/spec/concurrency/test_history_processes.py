@@ -3,7 +3,7 @@
 Four processes (``multiprocessing`` with ``spawn``) each open their own ``FileLineageStore`` on one
 directory and run ``histories.phased_client``: their operations phase by phase, every process crossing one
 barrier before each phase. Each call's invocation and return are recorded with ``time.monotonic_ns``
-(system-wide on one machine, so the clocks agree) and journaled as JSON lines (``spec.kit.recorder``). The
+(system-wide on one machine, so the clocks agree) and journaled as JSON lines (``spec.kit``). The
 test merges the files, reads every ID back at the end (so the final states are observed) and judges the
 whole history with ``spec.concurrency.linearizability.check_history``.
 

@@ -3,7 +3,7 @@ docs/crash-target.md §The trace).
 
 ``parse_trace(lines, workspace, snapshot)`` replays the calls ``syscalls.read_syscalls`` reads over a
 simulated workspace (``simulation``; what each call does is ``calls``) and returns the ``Effect`` records of
-``spec.crash.effects`` (and the driver's ``Marker`` records) that touched it, in completion order, each with
+``spec.crash`` (and the driver's ``Marker`` records) that touched it, in completion order, each with
 its line and thread.
 
 Identity is simulated, since strace prints no inode numbers: a namespace *path → node* seeded from the

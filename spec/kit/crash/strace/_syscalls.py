@@ -18,7 +18,7 @@ The grammar (docs/crash-target.md has examples)::
     ret   := (INT | HEX | "?") ["<" PATH ">" ["(deleted)"]] [ws ERRNO ...] [ws "(" text ")"]
 
 Not guaranteed: other strace formats (``-yy``, ``-X raw`` flag names, ``-e write=all`` dumps) than the one
-``impl.outside.tracing`` asks for.
+``strace._tracing`` asks for.
 """
 
 from __future__ import annotations
