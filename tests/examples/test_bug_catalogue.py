@@ -42,6 +42,18 @@ def _bugs(layer: str) -> list[object]:
     return [pytest.param(b, id=b.name) for b in CATALOGUE if b.layer == layer]
 
 
+def _crash_bugs() -> list[object]:
+    """The crash layer's bugs: the first of each example ledger in the fast tier, the rest ``slow`` (each is
+    a traced crash exploration of several seconds; .ci/run runs both tiers)."""
+    seen: set[str] = set()
+    params = []
+    for bug in (b for b in CATALOGUE if b.layer == "crash"):
+        first = bug.base not in seen
+        seen.add(bug.base)
+        params.append(pytest.param(bug, id=bug.name, marks=() if first else (pytest.mark.slow,)))
+    return params
+
+
 def test_catalogue_has_at_least_eight_bugs_per_layer_on_every_example() -> None:
     counts = {layer: sum(b.layer == layer for b in CATALOGUE) for layer in LAYERS}
     assert all(count >= 8 for count in counts.values()), counts
@@ -102,11 +114,11 @@ def test_concurrency_bug_is_killed_by_stress(bug: Bug) -> None:
     assert _run_or_skip(bug, "concurrency") == "killed"
 
 
-@pytest.mark.parametrize("bug", _bugs("crash"))
+@pytest.mark.parametrize("bug", _crash_bugs())
 def test_crash_bug_passes_stress(bug: Bug) -> None:
     assert _run_or_skip(bug, "concurrency") == "passed"
 
 
-@pytest.mark.parametrize("bug", _bugs("crash"))
+@pytest.mark.parametrize("bug", _crash_bugs())
 def test_crash_bug_is_killed_by_the_crash_layer(bug: Bug) -> None:
     assert _run_or_skip(bug, "crash") == "killed"
