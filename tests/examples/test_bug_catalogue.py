@@ -46,7 +46,7 @@ def _crash_bugs() -> list[object]:
     """The crash layer's bugs: the first of each example ledger in the fast tier, the rest ``slow`` (each is
     a traced crash exploration of several seconds; .ci/run runs both tiers)."""
     seen: set[str] = set()
-    params = []
+    params: list[object] = []
     for bug in (b for b in CATALOGUE if b.layer == "crash"):
         first = bug.base not in seen
         seen.add(bug.base)
