@@ -148,7 +148,8 @@ _HEAD_TIMEOUT = _raw_answer(
 
 
 class _Guard:
-    """The guards of one connection; mixed into a uvicorn HTTP protocol (see the module docstring)."""
+    """The guards of one connection; mixed into a uvicorn HTTP protocol ahead of it, so that its overrides
+    wrap the protocol's own (see the module docstring)."""
 
     limits: ServerLimits | None = None  # None: from the environment (the workers of serve)
 
@@ -157,6 +158,28 @@ class _Guard:
     connections: set[Any]
     cycle: Any
     loop: asyncio.AbstractEventLoop
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._guard_setup()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._guard_connected()
+
+    def data_received(self, data: bytes) -> None:
+        if self.transport.is_closing():
+            return
+        self._guard_data()
+        super().data_received(data)  # type: ignore[misc]
+
+    def on_response_complete(self) -> None:
+        self._disarm_head_timer()
+        super().on_response_complete()  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_head_timer()
+        super().connection_lost(exc)  # type: ignore[misc]
 
     def _guard_setup(self) -> None:
         self._limits = self.limits or limits_from_environment()
@@ -206,30 +229,8 @@ class _Guard:
             self._disarm_head_timer()
 
 
-class GuardedH11Protocol(_Guard, H11Protocol):
+class GuardedH11Protocol(_Guard, H11Protocol):  # type: ignore[misc]
     """uvicorn's h11 protocol with the connection cap and the head timeout (see the module docstring)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._guard_setup()
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._guard_connected()
-
-    def data_received(self, data: bytes) -> None:
-        if self.transport.is_closing():
-            return
-        self._guard_data()
-        super().data_received(data)
-
-    def on_response_complete(self) -> None:
-        self._disarm_head_timer()
-        super().on_response_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm_head_timer()
-        super().connection_lost(exc)
 
 
 try:
@@ -239,30 +240,8 @@ except ImportError:  # httptools is not installed
 
 if HttpToolsProtocol is not None:
 
-    class _GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):
+    class _GuardedHttpToolsProtocol(_Guard, HttpToolsProtocol):  # type: ignore[misc]
         """uvicorn's httptools protocol with the same guards (module level: the workers pickle it)."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._guard_setup()
-
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._guard_connected()
-
-        def data_received(self, data: bytes) -> None:
-            if self.transport.is_closing():
-                return
-            self._guard_data()
-            super().data_received(data)
-
-        def on_response_complete(self) -> None:
-            self._disarm_head_timer()
-            super().on_response_complete()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm_head_timer()
-            super().connection_lost(exc)
 
 
 #: The httptools variant, or ``None`` when ``httptools`` is not installed.
