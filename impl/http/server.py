@@ -10,9 +10,12 @@
   (R-BATCH-2); 413 for a body larger than ``MAX_BODY_BYTES``, before more is read (R-HTTP-6).
 - ``GET  /metrics`` (Prometheus text, ``capture_ledger.impl.http._metrics``) and ``GET /openapi.json``.
 
-Every request, on every path, needs ``Authorization: Bearer <token>``, compared in constant time; anything
-else is 401 before the request reaches a route (R-HTTP-2), with ``Connection: close`` so that the server
-never reads the rest of a stranger's body. The OpenAPI document declares every rule the server enforces:
+Outside the prefix, ``GET /openapi.json`` (the same document) and ``GET /docs`` (its Swagger UI page, whose
+scripts a browser loads from the jsDelivr CDN) need no token: the document is the same for every server and
+holds no ledger data, and a browser opening ``/docs`` cannot send a bearer token. Every other request, on
+every path, needs ``Authorization: Bearer <token>``, compared in constant time; anything else is 401 before
+the request reaches a route (R-HTTP-2), with ``Connection: close`` so that the server never reads the rest
+of a stranger's body. The OpenAPI document declares every rule the server enforces:
 the rollout ID's pattern (anchored) and length on the path parameter and on the batch items, 1 to
 ``MAX_LEDGER_BATCH`` items, and every status; the rule itself is still checked by ``validate_rollout_id``
 (a 400, never FastAPI's 422), and the document only states it. Every error body, 4xx and 5xx, has the
@@ -65,7 +68,8 @@ from capture_ledger.spec.core.ids import (
 )
 from fastapi import FastAPI, Path, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
@@ -74,6 +78,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
     "PREFIX",
+    "PUBLIC_DOCUMENT_PATHS",
     "ROLLOUT_ID_SCHEMA",
     "STATUS_BY_ERROR",
     "ErrorBody",
@@ -236,10 +241,16 @@ class _LedgerRefusedError(Exception):
         self.error = error
 
 
+#: The paths a ``GET`` may read without the token: the OpenAPI document and its HTML page (R-HTTP-2).
+PUBLIC_DOCUMENT_PATHS: frozenset[str] = frozenset({OPENAPI_ROUTE, "/docs"})
+_PUBLIC = PUBLIC_DOCUMENT_PATHS
+
+
 class _BearerAuth:
     """ASGI middleware: 401 for any request without the right bearer token (R-HTTP-2).
 
-    It runs before routing and body parsing, so a stranger learns nothing, not even which paths exist.
+    It runs before routing and body parsing, so a stranger learns nothing but the OpenAPI document, which
+    every server of this version serves alike (``PUBLIC_DOCUMENT_PATHS``, ``GET`` only).
     """
 
     def __init__(self, app: ASGIApp, *, token: str) -> None:
@@ -250,7 +261,8 @@ class _BearerAuth:
         if scope["type"] == "websocket" and not self._authorized(scope):
             await send({"type": "websocket.close", "code": 1008})  # policy violation
             return
-        if scope["type"] == "http" and not self._authorized(scope):
+        public = scope["type"] == "http" and scope["method"] == "GET" and scope["path"] in _PUBLIC
+        if scope["type"] == "http" and not public and not self._authorized(scope):
             response = error_answer(
                 401,
                 "Unauthorized",
@@ -308,7 +320,7 @@ def create_app(
         title="capture-ledger control plane",
         version="1",
         description="Read manifests, retire and delete capture ledgers. Every route needs a bearer token.",
-        openapi_url=None,  # served below, under the prefix and behind the token
+        openapi_url=None,  # served below: under the prefix behind the token, and at the root for anyone
         docs_url=None,
         redoc_url=None,
     )
@@ -374,8 +386,13 @@ def create_app(
         return Response(await run_in_threadpool(metrics.render), media_type=CONTENT_TYPE)
 
     @app.get(PREFIX + OPENAPI_ROUTE, include_in_schema=False)
+    @app.get(OPENAPI_ROUTE, include_in_schema=False)  # public: PUBLIC_DOCUMENT_PATHS
     async def openapi() -> JSONResponse:
         return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)  # public: PUBLIC_DOCUMENT_PATHS
+    async def swagger_page() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=OPENAPI_ROUTE, title=f"{app.title}: OpenAPI")
 
     async def on_ledger_error(request: Request, error: Exception) -> JsonAnswer:
         return _error_response(_status_of(error), error)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.cli.main import CLOSED_OUTPUT_EXIT, main
 from capture_ledger.reference.mutants import open_reference
 from capture_ledger.spec.kit import OptionError, TargetError, bind_options, load_target, parse_options
 
@@ -183,3 +184,49 @@ def test_factory_options_parse_as_json_or_text_and_bind_as_keywords() -> None:
     bound = bind_options(async_opener, {"stripes": 4})
     assert asyncio.iscoroutinefunction(bound)
     assert asyncio.run(bound(Path("w"))) == (Path("w"), {"stripes": 4})
+
+
+def test_a_mistyped_flag_gets_the_sub_commands_usage_and_the_closest_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["stress", "some.module:factory", "--sed", "3"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: capture-ledger stress ")  # the sub-command's usage, not the top level's
+    assert err.splitlines()[-1] == (
+        "capture-ledger stress: error: unrecognized arguments: --sed 3; did you mean --seed?"
+    )
+
+
+def test_a_mistyped_command_gets_the_closest_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["stres", "x"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("; did you mean stress?")
+
+
+def test_a_flag_with_no_close_match_gets_no_suggestion(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["spec", "--zzzzzz"])
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == "capture-ledger spec: error: unrecognized arguments: --zzzzzz"
+
+
+def test_a_closed_standard_output_ends_quietly() -> None:
+    """``capture-ledger spec | head -0``: the reader is gone before the first write, so the write fails
+    (EPIPE); the command ends with exit 141 and nothing on standard error (no traceback)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "capture_ledger.impl.cli.main", "spec"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert completed.stderr.decode() == ""
+    assert completed.returncode == CLOSED_OUTPUT_EXIT == 141

@@ -192,7 +192,8 @@ def test_every_path_needs_the_token(headers: dict[str, Any]) -> None:
         ("POST", f"{PREFIX}/rollouts/delete", {"rollout_ids": []}),  # 401 before 422
         ("GET", f"{PREFIX}/metrics", None),
         ("GET", f"{PREFIX}/openapi.json", None),
-        ("GET", "/docs", None),
+        ("POST", "/openapi.json", None),  # only a GET of the public document passes without the token
+        ("POST", "/docs", None),
         ("GET", "/nowhere", None),
     ]
     for method, path, body in routes:
@@ -208,7 +209,24 @@ def test_the_scheme_is_case_insensitive_and_unknown_paths_are_404_with_the_token
         call(app, "GET", f"{PREFIX}/metrics", headers={"Authorization": f"bearer {TOKEN}"}).status_code == 200
     )
     assert call(app, "GET", "/nowhere").status_code == 404
-    assert call(app, "GET", "/docs").status_code == 404  # no unauthenticated HTML docs
+
+
+def test_the_openapi_document_and_its_page_are_public_and_nothing_else_is() -> None:
+    """``GET /openapi.json`` and ``GET /docs`` need no token (the document holds no ledger data; a browser
+    cannot send one); the document is the one served under the prefix, the page points at it."""
+    ledger = ReferenceLedger()
+    ledger.record("live", {"model_call_id": "m0"})
+    app = create_app(ledger, auth_token=TOKEN)
+    public = call(app, "GET", "/openapi.json", headers={})
+    assert public.status_code == 200
+    assert public.json() == call(app, "GET", f"{PREFIX}/openapi.json").json()
+    assert f"{PREFIX}/rollouts/retire" in public.json()["paths"]
+    assert "/openapi.json" not in public.json()["paths"] and "/docs" not in public.json()["paths"]
+    page = call(app, "GET", "/docs", headers={})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "'/openapi.json'" in page.text or '"/openapi.json"' in page.text
+    for path in (f"{PREFIX}/openapi.json", f"{PREFIX}/rollouts/live/manifest", "/docs/", "/openapi.json/x"):
+        assert call(app, "GET", path, headers={}).status_code == 401, path
 
 
 class _ThreadRecorder:
