@@ -5,8 +5,10 @@ R-RETIRE-1..4, R-DELETE-1..3, R-WRITE-4..6, R-STORE-7).
 [--duplicates FRACTION] [--abandon FRACTION] [--removal retire|delete] [--report DIR] [--json]`` starts
 N real ``capture-ledger serve`` servers per arm on loopback, drives R rollouts through them with a fake
 inference route and a framework driver (``impl.simulate``), writes ``DIR/report.md`` with pictures, and
-prints the summary (``--json``: the object of ``impl.simulate``). The defaults are the source's
-numbers; ``--ci`` is the small scenario the test suite runs. Progress goes to standard error.
+prints the summary (``--json``: the object of ``impl.simulate``). The defaults are the source's mix at
+an eighth of its scale (``Scenario.quick()``, about a minute here); ``--source`` starts from the source's
+numbers (20,000 rollouts, up to 30 minutes on two cores); ``--ci`` from the small scenario the test suite
+runs. Options given set their knob on whichever is chosen. Progress goes to standard error.
 
 Exit codes: 0 every invariant held; 1 an invariant broke, or the run passed ``--timeout``; 2 a usage
 mistake or a missing optional dependency (``pip install 'capture-ledger[simulate]'``); 130 interrupted
@@ -22,12 +24,15 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.spec.kit import load_target
 
-__all__ = ["register", "run_simulate"]
+if TYPE_CHECKING:
+    from capture_ledger.impl.simulate import Scenario
+
+__all__ = ["register", "run_simulate", "scenario_from"]
 
 
 def _fraction(text: str) -> float:
@@ -49,17 +54,26 @@ def register(subparsers: Any) -> None:
         description="Start real `capture-ledger serve` servers on loopback, drive rollouts through a fake "
         "inference route with a framework driver that reads manifests, retires or deletes, sends "
         "duplicates, abandons attempts and asks the wrong server, then write report.md with pictures. "
-        "Defaults: the source's numbers (20,000 rollouts of 4 calls, 1,024 in flight, batches of 256, "
-        "and the 4,000-rollout duplicate experiment).",
+        "Defaults: the source's mix at an eighth of its scale (2,500 rollouts of 4 calls, 256 in flight, "
+        "batches of 256, and a 500-rollout duplicate experiment), about a minute; --source for the "
+        "source's numbers (20,000 rollouts, 1,024 in flight, the 4,000-rollout duplicate experiment).",
     )
     add = parser.add_argument
     add("--servers", type=int, default=None, help="servers per arm, each with its own directory (default 2)")
     add("--workers", type=int, default=None, help="worker processes per server (default 2)")
     add(
-        "--rollouts", type=int, default=None, help="rollouts of the removal and baseline arms (default 20000)"
+        "--rollouts",
+        type=int,
+        default=None,
+        help="rollouts of the removal and baseline arms (default 2500; --source 20000)",
     )
     add("--calls", type=int, default=None, help="model calls per rollout (default 4)")
-    add("--in-flight", type=int, default=None, help="rollouts running at once, per arm (default 1024)")
+    add(
+        "--in-flight",
+        type=int,
+        default=None,
+        help="rollouts running at once, per arm (default 256; --source 1024)",
+    )
     add(
         "--batch",
         type=int,
@@ -91,12 +105,21 @@ def register(subparsers: Any) -> None:
         type=int,
         default=None,
         help="rollouts of each arm of the duplicate experiment, under delete and under retire; 0 skips it "
-        "(default 4000)",
+        "(default 500; --source 4000)",
     )
     add("--no-baseline", action="store_true", help="skip the arm without removal")
     add("--seed", type=int, default=None, help="seed of every random choice (default 0)")
-    add("--timeout", type=float, default=None, help="seconds before the run is stopped (default 1800)")
-    add("--ci", action="store_true", help="start from the small scenario of the test suite")
+    add(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds before the run is stopped (default 600; --source 1800)",
+    )
+    scale = parser.add_mutually_exclusive_group()
+    scale.add_argument(
+        "--source", action="store_true", help="start from the source's numbers (about 30 minutes here)"
+    )
+    scale.add_argument("--ci", action="store_true", help="start from the small scenario of the test suite")
     add(
         "--report",
         default="simulate-report",
@@ -132,6 +155,26 @@ _KNOBS = (
 )
 
 
+def scenario_from(args: argparse.Namespace) -> Scenario:
+    """The scenario ``args`` ask for: ``--ci``, ``--source`` or the quick default, with each knob given.
+
+    Raises:
+        UsageError: a knob out of range.
+    """
+    from capture_ledger.impl.simulate import Scenario
+
+    changes: dict[str, Any] = {
+        knob: getattr(args, knob) for knob in _KNOBS if getattr(args, knob) is not None
+    }
+    if args.no_baseline:
+        changes["baseline"] = False
+    try:
+        base = Scenario.ci() if args.ci else Scenario() if args.source else Scenario.quick()
+        return base.with_(**changes)
+    except ValueError as error:
+        raise UsageError(str(error)) from error
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """Run the simulation; see the module docstring for the exit codes.
 
@@ -151,17 +194,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
     if args.ledger is not None:
         load_target(args.ledger)  # a target that cannot be loaded is exit 2, named
-    from capture_ledger.impl.simulate import Scenario, SimulationTimeoutError, simulate, summary, write_report
+    from capture_ledger.impl.simulate import SimulationTimeoutError, simulate, summary, write_report
 
-    changes: dict[str, Any] = {
-        knob: getattr(args, knob) for knob in _KNOBS if getattr(args, knob) is not None
-    }
-    if args.no_baseline:
-        changes["baseline"] = False
-    try:
-        scenario = (Scenario.ci() if args.ci else Scenario()).with_(**changes)
-    except ValueError as error:
-        raise UsageError(str(error)) from error
+    scenario = scenario_from(args)
     if importlib.util.find_spec("matplotlib") is None:
         print(
             "capture-ledger simulate: matplotlib is not installed, so the report will have no pictures "

@@ -2,7 +2,9 @@
 
 ``Scenario()`` holds the source's numbers (docs/source.md §What it measured): 20,000 rollouts of 4 calls,
 1,024 in flight, retired in batches of 256, and the experiment in which a quarter of 4,000 rollouts is
-sent twice, as a client retry does. ``Scenario.ci()`` is the small scenario the test suite runs.
+sent twice, as a client retry does. ``Scenario.quick()``, what ``capture-ledger simulate`` runs unless
+given ``--source``, is the same mix at an eighth of the scale (about a minute on two cores);
+``Scenario.ci()`` is the small scenario the test suite runs.
 
 A run has two phases, each of two **arms** that run at the same time on servers of their own, so that
 each comparison is made under the same load (the machine may be shared):
@@ -93,6 +95,16 @@ class Scenario:
             raise ValueError("batch must be at most 4096 (MAX_LEDGER_BATCH)")
         if self.timeout <= 0 or self.flush_seconds <= 0:
             raise ValueError("timeout and flush_seconds must be positive")
+
+    @classmethod
+    def quick(cls) -> Scenario:
+        """The command's default: the source's mix at an eighth of its scale, about a minute here.
+
+        2,500 rollouts per arm of the first phase and 500 per arm of the duplicate experiment (the source's
+        20,000 and 4,000), 256 in flight (the source's 1,024 would keep most of them in flight at once);
+        batches, calls and every fraction as the source's.
+        """
+        return cls(rollouts=2_500, in_flight=256, duplicate_rollouts=500, timeout=600.0)
 
     @classmethod
     def ci(cls) -> Scenario:

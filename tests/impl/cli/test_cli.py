@@ -230,3 +230,30 @@ def test_a_closed_standard_output_ends_quietly() -> None:
         os.close(write_end)
     assert completed.stderr.decode() == ""
     assert completed.returncode == CLOSED_OUTPUT_EXIT == 141
+
+
+@pytest.mark.parametrize(
+    ("argv", "rollouts", "duplicates"),
+    [
+        (["simulate"], 2_500, 500),  # a bare simulate: the source's mix at an eighth of its scale
+        (["simulate", "--source"], 20_000, 4_000),  # the source's numbers, one flag away
+        (["simulate", "--ci"], 240, 120),
+        (["simulate", "--source", "--rollouts", "7"], 7, 4_000),  # a knob given sets it on the base
+    ],
+)
+def test_simulate_defaults_to_a_short_run_and_the_source_scale_is_one_flag_away(
+    argv: list[str], rollouts: int, duplicates: int
+) -> None:
+    from capture_ledger.impl.cli.main import build_parser
+    from capture_ledger.impl.cli.simulate import scenario_from
+
+    scenario = scenario_from(build_parser().parse_args(argv))
+    assert (scenario.rollouts, scenario.duplicate_rollouts) == (rollouts, duplicates)
+    assert (scenario.batch == 256 and scenario.calls == 4) or argv[1:] == ["--ci"]
+
+
+def test_simulate_refuses_both_scales(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["simulate", "--source", "--ci"])
+    assert exited.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
