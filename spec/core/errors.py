@@ -45,8 +45,9 @@ class InvalidRolloutIdError(CaptureLedgerError, ValueError):
         self.rollout_id = rollout_id
         self.reason = reason
         detail = f": {reason}" if reason else ""
+        # "Invalid rollout id: " is NeMo Gym's own wording, which its callers match (docs/gym.md).
         super().__init__(
-            f"invalid rollout ID {rollout_id!r}{detail}; a rollout ID is 1 to 200 characters "
+            f"Invalid rollout id: {rollout_id!r}{detail}; a rollout ID is 1 to 200 characters "
             "matching [A-Za-z0-9][A-Za-z0-9._-]*"
         )
 
@@ -60,9 +61,10 @@ class ConflictingRecordError(CaptureLedgerError, ValueError):
     def __init__(self, rollout_id: str, model_call_id: str) -> None:
         self.rollout_id = rollout_id
         self.model_call_id = model_call_id
+        # "conflicting lineage record for model call <id>" is NeMo Gym's own wording (docs/gym.md).
         super().__init__(
-            f"rollout {rollout_id!r} already holds a different row for model call "
-            f"{model_call_id!r}; re-record only the identical row, or use a fresh model_call_id"
+            f"conflicting lineage record for model call {model_call_id}: rollout {rollout_id!r} already "
+            "holds a different row for it; re-record only the identical row, or use a fresh model_call_id"
         )
 
     def __reduce__(self) -> tuple[type[ConflictingRecordError], tuple[str, str]]:
