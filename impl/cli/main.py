@@ -34,6 +34,7 @@ CLOSED_OUTPUT_EXIT = 141
 
 #: Modules contributing sub-commands, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "capture_ledger.impl.cli.check",
     "capture_ledger.impl.cli.verify",
     "capture_ledger.impl.cli.spec",
     "capture_ledger.impl.cli.serve",

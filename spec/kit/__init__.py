@@ -44,6 +44,15 @@ if TYPE_CHECKING:
         write_history,
     )
     from capture_ledger.spec.kit._requirements import SCOPE, breaks, checked, fail, sentence
+    from capture_ledger.spec.kit._suite import (
+        DEFAULT_LAYERS,
+        LAYERS,
+        LayerReport,
+        TargetVerdict,
+        check_target,
+        shares_across_processes,
+        shares_between_handles,
+    )
     from capture_ledger.spec.kit._targets import (
         OptionError,
         TargetError,
@@ -82,6 +91,13 @@ _LAZY = {
     "call_budget": "capture_ledger.spec.kit._calls",
     "check_concurrency": "capture_ledger.spec.kit.stress",
     "check_crashes": "capture_ledger.spec.kit.crash",
+    "check_target": "capture_ledger.spec.kit._suite",
+    "DEFAULT_LAYERS": "capture_ledger.spec.kit._suite",
+    "LAYERS": "capture_ledger.spec.kit._suite",
+    "LayerReport": "capture_ledger.spec.kit._suite",
+    "TargetVerdict": "capture_ledger.spec.kit._suite",
+    "shares_across_processes": "capture_ledger.spec.kit._suite",
+    "shares_between_handles": "capture_ledger.spec.kit._suite",
     "check_ledger": "capture_ledger.spec.kit.sequential",
     "check_protocol": "capture_ledger.spec.kit._operations",
     "checked": "capture_ledger.spec.kit._requirements",
@@ -103,6 +119,8 @@ _LAZY = {
 __all__ = [
     "CALL_BUDGET_ENV",
     "DEFAULT_CALL_BUDGET",
+    "DEFAULT_LAYERS",
+    "LAYERS",
     "PROFILES",
     "PROFILE_ENV",
     "SCOPE",
@@ -111,11 +129,13 @@ __all__ = [
     "CrashVerdict",
     "HistoryJournal",
     "HistoryRecorder",
+    "LayerReport",
     "Opaque",
     "OptionError",
     "ProtocolCheck",
     "RecordingLedger",
     "TargetError",
+    "TargetVerdict",
     "bind_options",
     "breaks",
     "call_budget",
@@ -123,6 +143,7 @@ __all__ = [
     "check_crashes",
     "check_ledger",
     "check_protocol",
+    "check_target",
     "checked",
     "conformance_test_case",
     "fail",
@@ -136,6 +157,8 @@ __all__ = [
     "read_history",
     "select_operations",
     "sentence",
+    "shares_across_processes",
+    "shares_between_handles",
     "write_history",
 ]
 

@@ -1,0 +1,115 @@
+"""``capture-ledger check TARGET``: every layer of the kit on one ledger, one verdict (SPEC.md
+§Conformance; docs/check.md).
+
+``check TARGET [--layers kit,stress,crash,kernel] [--handles N] [--processes P] [--option KEY=VALUE]
+[--profile P] [--json]`` runs ``spec.kit.check_target``: the sequential kit, ``stress`` (threads, then
+worker processes when the ledger's handles share state across processes), the crash layer, and the
+kernel layer when asked for; each layer says what it exercised and what it could not.
+
+Exit codes: 0 conforms, 1 broken, 2 the target cannot be loaded (one line on standard error), 3
+incomplete (a requested layer could not decide, or was skipped). ``--json`` prints one object:
+``{"target", "verdict": "conforms"|"broken"|"incomplete", "layers": [{"layer", "verdict":
+"ok"|"broken"|"unknown"|"skipped", "why_skipped", "seconds", "broken": [{"requirement",
+"counterexample"}], "coverage": {...}}], "seconds"}``. Progress goes to standard error when it is a
+terminal and ``--json`` is not given.
+
+Not guaranteed: the wording of the text output; that ``conforms`` proves conformance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from capture_ledger.impl.cli._options import UsageError
+
+__all__ = ["register", "run_check"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``check`` to the ``capture-ledger`` parser."""
+    parser = subparsers.add_parser(
+        "check",
+        help="run every layer of the kit (sequential, stress, crash, kernel) on a ledger: one verdict",
+        description="Run the sequential kit, stress (threads, and processes when the ledger's handles "
+        "share state across processes) and the crash layer on a ledger factory, in that order, and give "
+        "one verdict saying what each layer exercised and what it could not. Exit 0 conforms, 1 broken, "
+        "2 the target cannot be loaded, 3 incomplete.",
+    )
+    parser.add_argument("target", help="module:callable taking a workspace path and returning a ledger")
+    parser.add_argument(
+        "--layers",
+        default=None,
+        help="comma-separated layers among kit, stress, crash, kernel (default: kit,stress,crash)",
+    )
+    parser.add_argument(
+        "--handles",
+        type=int,
+        default=None,
+        help="handles per workspace (default: 3 when two handles on one workspace share rows, else 1)",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="stress's worker processes (default: 2 when the handles share state across processes; 0: none)",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a keyword argument for the factory (a value read as JSON when it is JSON); repeatable",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("dev", "ci", "nightly"),
+        default=None,
+        help="Hypothesis settings profile of the sequential kit (default: $CAPTURE_LEDGER_PROFILE or dev)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.set_defaults(handler=run_check)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Run ``check``; the exit code (see the module docstring).
+
+    Raises:
+        UsageError: an unknown layer or a setting out of range.
+        TargetError: the target cannot be loaded.
+    """
+    from capture_ledger.spec.kit import OptionError, TargetError, check_target, parse_options
+
+    layers = None if args.layers is None else [n.strip() for n in args.layers.split(",") if n.strip()]
+    logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
+    show = not args.json and sys.stderr.isatty()
+
+    def progress(layer: str, what: str) -> None:
+        if show:
+            print(f"check: {layer}: {what}", file=sys.stderr, flush=True)
+
+    try:
+        verdict = check_target(
+            args.target,
+            layers=layers,
+            handles=args.handles,
+            processes=args.processes,
+            options=parse_options(args.option),
+            profile=args.profile,
+            progress=progress,
+        )
+    except (TargetError, OptionError):
+        raise  # exit 2, one line naming the target (``main``)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if args.json:
+        print(json.dumps(verdict.to_json(), indent=2))
+        return verdict.exit_code
+    print(verdict.summary())
+    for layer in verdict.layers:
+        if layer.verdict == "broken":
+            print(f"\n--- {layer.layer} ---\n{layer.text}")
+    return verdict.exit_code
