@@ -172,7 +172,15 @@ class DirectoryLedger:
         try:
             os.ftruncate(fd, log.complete)  # drops a torn tail; a no-op otherwise
             os.lseek(fd, log.complete, os.SEEK_SET)
-            self._write_line(fd, (canonical_json(content) + "\n").encode())
+            try:
+                self._write_line(fd, (canonical_json(content) + "\n").encode())
+            except OSError:
+                # The write or its fsync failed: the line's pages may never reach the disk, and a later
+                # fsync may succeed without them ("fsyncgate"). Cut the line away, so that the caller's
+                # retry writes it anew instead of finding it in the page cache and trusting a second
+                # fsync (SPEC.md §Decisions, after a failed fsync).
+                os.ftruncate(fd, log.complete)
+                raise
         finally:
             os.close(fd)
         if not log.rows:

@@ -181,6 +181,7 @@ CATALOGUE: tuple[Bug, ...] = (
         _CONC,
         "R-CONC-1",
         "record_failure takes no lock: two identical failures are both appended",
+        also=("R-CONC-2",),
     ),
     Bug(
         "dir_fence_checked_before_lock",
@@ -195,6 +196,7 @@ CATALOGUE: tuple[Bug, ...] = (
         _CONC,
         "R-CONC-2",
         "retire unlinks the log, lets the lock go, then writes the fence",
+        also=("R-CONC-1",),
     ),
     Bug(
         "async_check_then_act",
@@ -209,6 +211,7 @@ CATALOGUE: tuple[Bug, ...] = (
         _CONC,
         "R-CONC-1",
         "record_failure reads the rows, awaits, and stores its copy back, without the lock",
+        also=("R-CONC-2",),
     ),
     Bug(
         "async_retire_fences_last",
@@ -344,6 +347,14 @@ CATALOGUE: tuple[Bug, ...] = (
         _CRASH,
         "R-CRASH-3",
         "delete returns without an fsync of the directory",
+        model="journaled",
+    ),
+    Bug(
+        "dir_retry_trusts_second_fsync",
+        "directory",
+        _CRASH,
+        "R-CRASH-1",
+        "a line whose fsync failed is left in the log, and the retry trusts a second fsync",
         model="journaled",
     ),
 )

@@ -55,6 +55,7 @@ __all__ = [
     "open_dir_no_sync_after_unlink",
     "open_dir_retire_unlinks_before_fence",
     "open_dir_retire_without_recheck",
+    "open_dir_retry_trusts_second_fsync",
     "open_dir_rewrite_renamed_without_directory_sync",
     "open_dir_rewrite_renamed_without_fsync",
     "open_dir_row_in_two_writes",
@@ -298,6 +299,26 @@ class DeleteWithoutSync(DirectoryLedger):
         return
 
 
+class RetryTrustsSecondFsync(DirectoryLedger):
+    """R-CRASH-1: when the fsync of an appended line fails, the line stays in the log; the caller's retry
+    finds it there and fsyncs again, and that second fsync may succeed while the line's pages were never
+    written ("fsyncgate"): a row that returned is gone after a crash. The example cuts the line away
+    instead, so the retry writes it anew."""
+
+    def _append(self, directory: Path, log: Log, content: dict[str, Any]) -> None:
+        if not log.rows:
+            self._make_directory(directory)
+        fd = os.open(directory / LOG, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, log.complete)
+            os.lseek(fd, log.complete, os.SEEK_SET)
+            self._write_line(fd, (canonical_json(content) + "\n").encode())
+        finally:
+            os.close(fd)
+        if not log.rows:
+            self._sync_new_log(directory)
+
+
 # ---------------------------------------------------------------------------------------- factories
 def open_dir_fence_name_mismatch(workspace: Path) -> DirectoryLedger:
     """``FenceNameMismatch`` (R-WRITE-4)."""
@@ -382,6 +403,11 @@ def open_dir_fence_file_not_fsynced(workspace: Path) -> DirectoryLedger:
 def open_dir_no_sync_after_unlink(workspace: Path) -> DirectoryLedger:
     """``NoSyncAfterUnlink`` (R-CRASH-2)."""
     return NoSyncAfterUnlink(workspace)
+
+
+def open_dir_retry_trusts_second_fsync(workspace: Path) -> DirectoryLedger:
+    """``RetryTrustsSecondFsync`` (R-CRASH-1)."""
+    return RetryTrustsSecondFsync(workspace)
 
 
 def open_dir_delete_without_sync(workspace: Path) -> DirectoryLedger:

@@ -81,6 +81,8 @@ def run_target(args: argparse.Namespace) -> int:
             print(f"not run: {workload} ({why})")
         for _, workload, why in study.unsupported():
             print(f"unknown: {workload}: {why}")
+        for _, workload, fault in study.not_exercised():
+            print(f"not exercised: {workload}: {fault} (fault not injected: the operation made no such call)")
         print(
             f"{images} crash images judged ({distinct} distinct read back) in {seconds:.1f} s: "
             f"{images / seconds if seconds else 0.0:.0f} images/s; {study.seconds:.1f} s in all"

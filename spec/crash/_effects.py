@@ -22,6 +22,12 @@ reused, for files and directories alike, so a name re-created after an unlink na
   ``truncate``, ``O_TRUNC`` on a non-empty file).
 - ``Fsync(inode, data_only)``: a file sync; ``data_only`` for ``fdatasync`` (which the models treat as a
   file sync: an image holds bytes and sizes, never the timestamps ``fdatasync`` may leave behind).
+- ``FsyncFailed(inode, data_only)``: a file sync that returned an error (``EIO``, ``ENOSPC``, ``EDQUOT``):
+  it made nothing durable, and the sectors written since the file's last successful sync may be lost
+  *even after a later sync succeeds* (Linux marks the pages clean after a failed write-back, so the next
+  ``fsync`` may return 0 without writing them: PostgreSQL's "fsyncgate"). Only a write that dirties a
+  sector again, followed by a successful sync, makes it durable; a ``Truncate`` that cuts it away drops it.
+  The models follow this in ``spec.crash._failed`` (SPEC.md §Decisions, "After a failed fsync").
 - ``SyncDir(directory)``: a sync of a directory (``fsync`` or ``fdatasync`` of it): the entries of that
   directory. ``SyncDir()`` is the workspace's.
 - ``Syncfs()``: a whole-file-system flush (``syncfs``, ``sync``).
@@ -44,6 +50,7 @@ __all__ = [
     "Create",
     "Effect",
     "Fsync",
+    "FsyncFailed",
     "Link",
     "Mkdir",
     "Rename",
@@ -111,6 +118,15 @@ class Fsync:
 
 
 @dataclass(frozen=True, slots=True)
+class FsyncFailed:
+    """A file sync of ``inode`` that failed: nothing became durable, and the sectors written since the
+    file's last successful sync may stay lost after a later sync succeeds (see the module docstring)."""
+
+    inode: int
+    data_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Unlink:
     """Directory entry ``name`` (naming file ``inode``) removed."""
 
@@ -164,8 +180,10 @@ class Unsupported:
 
 
 Effect = (
-    Create | Mkdir | Rmdir | Write | Truncate | Fsync | Unlink | Rename | Link | SyncDir | Syncfs | SyncRange
-) | Unsupported
+    (Create | Mkdir | Rmdir | Write | Truncate | Fsync | FsyncFailed | Unlink | Rename | Link)
+    | (SyncDir | Syncfs | SyncRange)
+    | Unsupported
+)
 
 
 def parent_of(name: str) -> str:
@@ -196,6 +214,8 @@ def describe_effect(effect: Effect, names: Mapping[int, str] | None = None) -> s
         return f"truncate {shown} to {effect.size}"
     if isinstance(effect, Fsync):
         return f"{'fdatasync' if effect.data_only else 'fsync'} {shown}"
+    if isinstance(effect, FsyncFailed):
+        return f"{'fdatasync' if effect.data_only else 'fsync'} {shown} FAILED (its pages may be lost)"
     if isinstance(effect, SyncDir):
         return "sync dir" + (f" {effect.directory}" if effect.directory else "")
     if isinstance(effect, SyncRange):

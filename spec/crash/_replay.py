@@ -18,6 +18,9 @@ removed files. ``contents`` and ``lost_blocks`` enumerate a file's possible cont
   combination in which each 512-byte sector holds its bytes from the last sync or from any later moment,
   at any size the file had (or reached part way through an extension).
 
+A failed file sync (``FsyncFailed``) poisons the sectors it covered; ``spec.crash._failed`` holds that rule,
+and the models wrap a file's options with it.
+
 Pure. Not guaranteed: that the reductions suit readers other than those described; distinct options.
 """
 
@@ -26,12 +29,13 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from capture_ledger.spec.crash._effects import (
     Create,
     Effect,
     Fsync,
+    FsyncFailed,
     Link,
     Mkdir,
     Rename,
@@ -45,6 +49,7 @@ from capture_ledger.spec.crash._effects import (
     Write,
     parent_of,
 )
+from capture_ledger.spec.crash._failed import cut, fail, redirty, settle
 from capture_ledger.spec.crash._images import Baseline, Content, LazyContents
 
 __all__ = [
@@ -91,9 +96,13 @@ class Replay:
     rewritten: set[int]  # files rewritten in place since their last sync
     binary: set[int]  # files some write to which was not newline-ended text
     links: dict[int, int]  # entries naming each inode now
+    #: after a failed fsync (``spec.crash._failed``): per file, each poisoned sector's lost values
+    poisoned: dict[int, dict[int, tuple[bytes, ...]]] = field(default_factory=dict)
+    redirtied: dict[int, set[int]] = field(default_factory=dict)  # poisoned sectors written again
 
 
 def _sync_file(state: Replay, inode: int) -> None:
+    settle(state, inode)
     state.synced_length[inode] = len(state.data.get(inode, b""))
     state.synced_data[inode] = bytes(state.data.get(inode, b""))
     state.pending[inode] = []
@@ -130,6 +139,7 @@ def _write(state: Replay, effect: Write) -> None:
     if not effect.data.endswith(b"\n") or b"\0" in effect.data:
         state.binary.add(effect.inode)
     state.pending.setdefault(effect.inode, []).append((start, effect.data))
+    redirty(state, effect.inode, start, start + len(effect.data))
     if start == len(buffer):
         buffer += effect.data
         state.writes.setdefault(effect.inode, []).append((start, len(buffer)))
@@ -144,6 +154,7 @@ def _truncate(state: Replay, effect: Truncate) -> None:
     inode = effect.inode
     buffer = state.data.setdefault(inode, bytearray())
     state.pending.setdefault(inode, []).append(effect.size)
+    cut(state, inode, effect.size, len(buffer))
     if effect.size > len(buffer):
         state.rewritten.add(inode)
         buffer.extend(bytes(effect.size - len(buffer)))
@@ -213,6 +224,8 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
             _truncate(state, effect)
         elif isinstance(effect, Fsync):
             _sync_file(state, effect.inode)
+        elif isinstance(effect, FsyncFailed):
+            fail(state, effect.inode)
         elif isinstance(effect, SyncDir):
             _sync_directory(state, effect.directory)
             own: int | None = state.baseline.get(effect.directory) if effect.directory else None

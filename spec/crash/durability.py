@@ -25,6 +25,11 @@ Shared rules.
   from the last sync or from any later moment, independently of the others: a write is torn at sectors, and
   unsynced writes reach the disk in any order. A rename replaces its target atomically in every model; the
   bytes of a file are the same under each of its names.
+- *A failed file sync* (``FsyncFailed``: ``fsync`` or ``fdatasync`` returned ``EIO``, ``ENOSPC``): it makes
+  nothing durable, and every sector written since the file's last successful sync is *poisoned*: in every
+  later image it may hold any value it had from that sync up to the failure (zeros for bytes never synced),
+  even after a later sync succeeded, until a write dirties it again and a sync succeeds after that (Linux
+  marks the pages clean after a failed write-back; ``spec.crash._failed``). Every model follows it alike.
 - *Enumeration.* ``space(model, baseline, effects)`` returns an ``ImageSpace`` (``spec.crash``):
   exact size, indexable, for seeded sampling. An appended file's prefixes are enumerated up to what a
   reader tells apart (``spec.crash``): for newline-ended text the *line-reader reduction* (the synced
@@ -78,6 +83,7 @@ from capture_ledger.spec.crash._effects import (
     Create,
     Effect,
     Fsync,
+    FsyncFailed,
     Link,
     Mkdir,
     Rename,
@@ -92,6 +98,7 @@ from capture_ledger.spec.crash._effects import (
     describe_effect,
     parent_of,
 )
+from capture_ledger.spec.crash._failed import poisoned_options
 from capture_ledger.spec.crash._images import (
     DIRECTORY,
     Alternative,
@@ -120,6 +127,7 @@ __all__ = [
     "DiskImage",
     "Effect",
     "Fsync",
+    "FsyncFailed",
     "ImageSpace",
     "Journaled",
     "Link",
@@ -147,11 +155,11 @@ def _file_options(state: Replay, inode: int, *, lowest: int, block: int) -> Sequ
     """A file's possible contents: its prefixes at least ``lowest`` long (and, with ``block``, its lost
     blocks), or, rewritten in place, its sector combinations."""
     if inode in state.rewritten:
-        return rewritten_contents(state, inode, block=block)
+        return poisoned_options(state, inode, rewritten_contents(state, inode, block=block))
     found: list[Content] = list(contents(state, inode, lowest=lowest))
     if block:
         found += lost_blocks(state, inode, lowest=lowest, block=block)
-    return unique(found)
+    return poisoned_options(state, inode, unique(found))
 
 
 def _options(state: Replay, inode: int, *, may_vanish: bool, block: int) -> Sequence[Content]:

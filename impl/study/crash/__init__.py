@@ -19,6 +19,7 @@ from capture_ledger.impl.study.crash._recording import (
     lay_baseline,
     operation_runner,
     record,
+    record_each,
     run_paused,
 )
 from capture_ledger.impl.study.crash._report import Study, render_markdown, study, write_report
@@ -43,6 +44,7 @@ __all__ = [
     "observe_directory",
     "operation_runner",
     "record",
+    "record_each",
     "render_markdown",
     "run_paused",
     "store_target",

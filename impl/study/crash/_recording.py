@@ -5,7 +5,11 @@ and appends to one trace, in the order the calls took effect: the effects of ``s
 (``Create`` with the recorder's own inode number, ``Write`` with its bytes, ``Truncate``, ``Fsync`` of a
 file, ``SyncDir``, ``Syncfs``, ``Unlink``) and the ``Invoke``/``Return`` markers of each store operation,
 which the workload driver adds around its calls. Reads, stats, locks, closes and the removal counters
-change nothing durable and are not recorded. A call that raised is not recorded either.
+change nothing durable and are not recorded. A call that raised is not recorded either, except an
+``fsync`` failing with ``EIO``, ``ENOSPC`` or ``EDQUOT``: ``FsyncFailed``, whose pages the models may
+lose (``spec.crash._failed``). The faults a workload's plan injected are kept (``injected``,
+``Recording.injected``); a ``FaultAt`` of kind ``sync`` counts the seam's ``fsync``, ``sync_dir`` and
+``syncfs`` together (``SEAM_KINDS``).
 
 It is a ``store.fs.HookedFileSystem`` whose ``around`` runs each effect-bearing call under one mutex
 together with its record, so the trace order is the order in which the calls reached the kernel even when
@@ -30,10 +34,11 @@ renames (the store makes none, and the vocabulary has no such effect).
 
 from __future__ import annotations
 
+import errno
 import itertools
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -57,6 +62,7 @@ from capture_ledger.spec.crash.durability import (
     Create,
     Effect,
     Fsync,
+    FsyncFailed,
     SyncDir,
     Syncfs,
     Truncate,
@@ -65,26 +71,35 @@ from capture_ledger.spec.crash.durability import (
 )
 from capture_ledger.spec.kit.crash import (
     Fault,
+    FaultAt,
     Invoke,
     Pause,
     Recording,
     Return,
     TraceEvent,
     Workload,
+    each_position,
+    positions,
     run_operation,
 )
 
 __all__ = [
+    "SEAM_KINDS",
     "RecordingFileSystem",
     "RunOperation",
     "StoreConfig",
     "lay_baseline",
     "operation_runner",
     "record",
+    "record_each",
 ]
 
 
 _R = TypeVar("_R")
+#: The seam calls a ``FaultAt`` kind of any ledger's calls stands for (other kinds are seam call names).
+SEAM_KINDS: dict[str, tuple[str, ...]] = {"sync": ("fsync", "sync_dir", "syncfs"), "rename": ()}
+#: The errors of a failed fsync after which its pages may be lost.
+_LOSSY = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT})
 #: The seam calls that change what a crash may leave (``close`` only forgets its descriptor).
 _EFFECT_CALLS = frozenset(
     {"open_append", "write", "fsync", "close", "create_file", "unlink", "sync_dir", "syncfs", "truncate"}
@@ -110,6 +125,8 @@ class RecordingFileSystem(HookedFileSystem):
         self._next_inode = itertools.count(1)
         self._inode_of: dict[str, int] = {}  # file name -> the recorder's inode number
         self._fd_inode: dict[int, int] = {}  # open descriptor -> inode number
+        #: The workload's faults injected so far (``operation_runner``'s plan appends each as it fires).
+        self.injected: list[FaultAt] = []
         files: list[tuple[str, int, bytes]] = []
         for name in inner.listdir():
             read = inner.read(name, 0)
@@ -154,7 +171,12 @@ class RecordingFileSystem(HookedFileSystem):
         if call.method not in _EFFECT_CALLS:
             return proceed()
         with self._mutex:
-            result = proceed()
+            try:
+                result = proceed()
+            except OSError as error:
+                if call.method == "fsync" and error.errno in _LOSSY and call.fd in self._fd_inode:
+                    self._append(FsyncFailed(self._fd_inode[call.fd]))  # its pages may be lost
+                raise
             self._note(call, result)
             return result
 
@@ -258,9 +280,11 @@ def operation_runner(
     def plan(call: str, name: str) -> Fault | None:
         op = running.get(threading.current_thread().name)
         for planned in workload.faults:
-            if planned.op == op and planned.call == call:
-                seen[op, call] = seen.get((op, call), 0) + 1
-                if seen[op, call] == planned.occurrence:
+            if planned.op == op and call in SEAM_KINDS.get(planned.call, (planned.call,)):
+                key = (op, planned.call)
+                seen[key] = seen.get(key, 0) + 1
+                if seen[key] == planned.occurrence:
+                    recorder.injected.append(planned)
                     return planned.fault
         return None
 
@@ -321,9 +345,27 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
             threads=tuple(recorder.threads),
             inode_names=recorder.inode_names(),
             paused=paused,
+            injected=tuple(recorder.injected),
         )
     finally:
         inner.close_all()
+
+
+def record_each(workload: Workload, config: StoreConfig, scratch: Path) -> tuple[Recording, ...]:
+    """``record`` of ``workload``, one recording per position when its fault strikes *each* call of a kind
+    (``occurrence=0``; ``spec.kit.crash.each_position``: counted in a reference run without the fault),
+    each in a fresh directory under ``scratch``."""
+
+    def fresh(name: str) -> Path:
+        (scratch / name).mkdir(parents=True)
+        return scratch / name
+
+    each = [f for f in workload.faults if f.occurrence == 0]
+    if not each:
+        return (record(workload, config, fresh("run")),)
+    reference = record(replace(workload, faults=()), config, fresh("reference"))
+    expanded = each_position(workload, positions(reference, each[0]))
+    return tuple(record(w, config, fresh(f"at-{i}")) for i, w in enumerate(expanded, 1))
 
 
 def run_paused(

@@ -1,14 +1,14 @@
 """The ordering study: which sync or ordering step protects which crash clause, under which model.
 
-The catalogue (``configs``, and the kit's ``WORKLOADS``) defines the workloads and the store
-configurations: for every step of the protocol (a field of ``variants.StoreVariant``) one configuration
-switches it off, next to the default protocol and its ``fence_sync`` options. ``study`` runs each
-configuration on each workload once through the recording seam (``recording.record``) and explores it
-under every persistence model (``spec.crash.durability.MODELS``). The result is a ``Study``: the kit's
-``CrashStudy`` matrix *configuration × model → clauses broken* (``spec.kit.crash``, shared with the study
-of ledgers traced from outside), plus the headline counterexample of each configuration; ``render_markdown``
-renders it as ``report.md`` from the kit's shared sections, and ``write_report`` adds the kit's SVG pictures
-(R-CRASH-1..4, SPEC.md §Crash).
+The catalogue (``configs``, and the kit's ``WORKLOADS``) defines the workloads and the store configurations:
+for every step of the protocol (a field of ``variants.StoreVariant``) one configuration switches it off, next
+to the default protocol and its ``fence_sync`` options. ``study`` runs each configuration on each workload
+once through the recording seam (``recording.record_each``: a workload whose fault strikes each sync is one
+cell per position) and explores it under every persistence model (``spec.crash.durability.MODELS``). The
+result is a ``Study``: the kit's ``CrashStudy`` matrix *configuration × model → clauses broken*
+(``spec.kit.crash``, shared with the study of ledgers traced from outside), plus the headline counterexample
+of each configuration; ``render_markdown`` renders it as ``report.md`` from the kit's shared sections, and
+``write_report`` adds the kit's SVG pictures (R-CRASH-1..4, SPEC.md §Crash).
 
 ``configs.SMALL`` is the study CI runs (the sync and ordering steps, a handful of small workloads, every
 image); ``study(full=True)`` adds the guards that are not about crashes and larger, sampled workloads.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from capture_ledger.impl.study.crash._configs import CONFIGS, SMALL
 from capture_ledger.impl.study.crash._crash import explore
-from capture_ledger.impl.study.crash._recording import record
+from capture_ledger.impl.study.crash._recording import record_each
 from capture_ledger.spec.crash.durability import MODELS, DiskImage
 from capture_ledger.spec.kit.crash import (
     SMALL_WORKLOADS,
@@ -101,22 +101,28 @@ def study(
         config = CONFIGS[label]
         for name in chosen_workloads:
             with tempfile.TemporaryDirectory(prefix="capture-ledger-record-") as directory:
-                recording = record(WORKLOADS[name], config, Path(directory))
-            cache: dict[DiskImage, Observation] = {}
-            explorations = tuple(
-                explore(recording, MODELS[m], budget=budget, seed=seed, observer_cache=cache)
-                for m in chosen_models
-            )
-            cells.append(
-                CrashCell(config=label, workload=name, recording=recording, explorations=explorations)
-            )
-            if progress is not None:
-                progress(cells[-1])
+                recordings = record_each(WORKLOADS[name], config, Path(directory))
+            for recording in recordings:
+                cache: dict[DiskImage, Observation] = {}
+                explorations = tuple(
+                    explore(recording, MODELS[m], budget=budget, seed=seed, observer_cache=cache)
+                    for m in chosen_models
+                )
+                cells.append(
+                    CrashCell(
+                        config=label,
+                        workload=recording.workload.name,
+                        recording=recording,
+                        explorations=explorations,
+                    )
+                )
+                if progress is not None:
+                    progress(cells[-1])
     return Study(
         cells=tuple(cells),
         models=chosen_models,
         configs=chosen_configs,
-        workloads=chosen_workloads,
+        workloads=tuple(dict.fromkeys(c.workload for c in cells)),
         seconds=time.perf_counter() - started,
         budget=budget,
         seed=seed,

@@ -44,6 +44,12 @@ from capture_ledger.spec.kit.crash._pictures import (
     op_label,
     timeline_svg,
 )
+from capture_ledger.spec.kit.crash._positions import (
+    FAULT_KINDS,
+    describe_fault,
+    each_position,
+    positions,
+)
 from capture_ledger.spec.kit.crash._readback import ReadBack
 from capture_ledger.spec.kit.crash._reader import TargetReader
 from capture_ledger.spec.kit.crash._report import (
@@ -72,6 +78,7 @@ from capture_ledger.spec.kit.crash._trace import (
 from capture_ledger.spec.kit.crash._workloads import SMALL_WORKLOADS, WORKLOADS
 
 __all__ = [
+    "FAULT_KINDS",
     "SMALL_WORKLOADS",
     "WORKLOADS",
     "Configured",
@@ -100,6 +107,8 @@ __all__ = [
     "check_crashes",
     "crash_points",
     "crash_prefixes",
+    "describe_fault",
+    "each_position",
     "explore_points",
     "fence",
     "images_to_judge",
@@ -109,6 +118,7 @@ __all__ = [
     "matrix_table",
     "op_label",
     "per_workload_table",
+    "positions",
     "report_head",
     "run_operation",
     "show_bytes",

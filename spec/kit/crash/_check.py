@@ -12,7 +12,8 @@ on their ``sys.path`` (the current directory unless told), as ``capture-ledger v
 
 The answer is a ``CrashVerdict``: the one result shape of every checker (``result``: ``Ok``, ``Violation``,
 ``Unknown``; the kind is the ``--json`` object's ``verdict``), the ``TargetStudy`` behind it, and what was
-not exercised (workloads the ledger cannot run, explorations judged on a sample, traces no model follows).
+not exercised (workloads the ledger cannot run, explorations judged on a sample, traces no model follows,
+requested faults never injected).
 
 Not guaranteed: coverage beyond the catalogue's workloads and the schedules the OS gave; that an
 ``Unknown`` hides no violation; anything about a ledger whose factory cannot be traced (that raises:
@@ -58,6 +59,9 @@ class CrashVerdict:
             ``budget`` at some crash point): no violation there proves nothing.
         unsupported: ``(workload, why)`` for each trace with an effect no persistence model follows
             (a shared memory map, ``io_uring``, ...): nothing of it was judged.
+        not_exercised: ``(workload, fault)`` for each requested fault the run never injected (the ledger
+            made no call of that kind at that position): that workload's verdict is ``Unknown``, never
+            ``Ok``, and ``str`` of the verdict names it.
     """
 
     result: Verdict
@@ -70,6 +74,7 @@ class CrashVerdict:
     skipped: tuple[tuple[str, str], ...] = ()
     sampled: tuple[tuple[str, str], ...] = ()
     unsupported: tuple[tuple[str, str], ...] = ()
+    not_exercised: tuple[tuple[str, str], ...] = ()
 
     def __str__(self) -> str:
         ran = f"{len(self.workloads)} workload(s) × {len(self.models)} model(s), {self.images} images"
@@ -77,7 +82,10 @@ class CrashVerdict:
             return f"violation of {self.result.requirement} ({ran}):\n{self.result.counterexample}"
         if isinstance(self.result, Ok):
             return f"ok: {', '.join(self.result.checked)} hold on {ran} (every image judged)"
-        return f"unknown ({ran}): {self.result.reason}; {self.result.spent}".rstrip("; ")
+        missed = "".join(
+            f"\nnot exercised: {w}: {fault} (fault not injected)" for w, fault in self.not_exercised
+        )
+        return f"unknown ({ran}): {self.result.reason}; {self.result.spent}".rstrip("; ") + missed
 
 
 def target_name(open_ledger: Callable[..., Any] | str) -> str:
@@ -192,4 +200,5 @@ def check_crashes(  # noqa: PLR0913 - the crash layer's public options, all keyw
         skipped=tuple((w, why) for _, w, why in study.skipped),
         sampled=tuple((e.workload, e.model) for e in explorations if e.sampled),
         unsupported=tuple((w, why) for _, w, why in study.unsupported()),
+        not_exercised=tuple((w, fault) for _, w, fault in study.not_exercised()),
     )

@@ -13,7 +13,10 @@ judged and the exploration says why, with the verdict ``unknown``, never ``ok``.
 violations (the shortest counterexamples per clause), seconds and images per second; its ``result`` is the
 one result shape of every checker (``spec.core.verdicts``): a ``Violation`` of the clause its shortest
 counterexample breaks, ``Unknown`` when the space was sampled or could not be built, else ``Ok`` listing the
-clauses judged (``judgement.judged_clauses``).
+clauses judged (``judgement.judged_clauses``). A workload whose requested fault was never injected (the
+ledger made no call of that kind at that position: ``Recording.not_injected``) is judged all the same, but
+without a violation its result is ``Unknown`` ("fault not injected"), never ``Ok``: the fault's path was not
+exercised.
 
 Not guaranteed: that a sampled space without a violation has none; anything about schedules other than
 the recorded one, or images a model does not allow (the kernel study compares the models with a kernel).
@@ -39,6 +42,7 @@ from capture_ledger.spec.kit.crash._judgement import (
     violations_of,
 )
 from capture_ledger.spec.kit.crash._observation import Observation
+from capture_ledger.spec.kit.crash._positions import describe_fault
 from capture_ledger.spec.kit.crash._trace import Recording
 
 __all__ = ["CrashExploration", "ImageReader", "explore_points", "violation_of"]
@@ -79,6 +83,8 @@ class CrashExploration:
     unsupported: str | None = None
     #: The clauses every image was judged on (``judgement.judged_clauses`` of the workload).
     judged: tuple[str, ...] = ()
+    #: The requested faults the run never injected (``positions.describe_fault``): not exercised.
+    not_exercised: tuple[str, ...] = ()
 
     @property
     def result(self) -> Verdict:
@@ -97,6 +103,12 @@ class CrashExploration:
         spent = f"{self.images} of {self.space} images judged at {self.crash_points} crash points"
         if self.unsupported:
             return Unknown(spent=spent, reason=f"no persistence model follows the trace: {self.unsupported}")
+        if self.not_exercised:
+            return Unknown(
+                spent=spent,
+                reason=f"fault not injected (not exercised): {'; '.join(self.not_exercised)} "
+                f"(the operation made no such call)",
+            )
         if self.sampled:
             return Unknown(spent=spent, reason="sampled beyond the budget per crash point")
         return Ok(
@@ -201,4 +213,5 @@ def explore_points(  # noqa: PLR0913 - the one crash-point loop's options, all k
         paused=recording.paused,
         unsupported=reason,
         judged=judged_clauses(recording.workload),
+        not_exercised=tuple(describe_fault(f) for f in recording.not_injected()),
     )

@@ -6,7 +6,8 @@ persistence models, one exploration per cell and model (SPEC.md §Crash, R-CRASH
 (``impl.study.crash.Study``) and the study of any ledger traced from outside (``TargetStudy``), which add
 only what is theirs: which clauses a row breaks under a model, its verdict (``result``: the ``worst`` of its
 explorations' results, a ``Violation`` being the row's shortest counterexample), the shortest
-counterexamples with their recordings, the totals, what no model could follow, and the exit status of the
+counterexamples with their recordings, the totals, what no model could follow, the faults requested and
+injected and those never injected (``not_exercised``: such a cell is "unknown"), and the exit status of the
 crash commands (``exit_code``). It is the ``MatrixSource`` the pictures take (``matrix_svg``,
 ``matrix_table``). The Markdown sections both reports share are ``report``'s.
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from capture_ledger.spec.core.verdicts import EXIT_OK, Ok, Unknown, Verdict, Violation, exit_code, worst
 from capture_ledger.spec.kit.crash._exploration import CrashExploration, violation_of
 from capture_ledger.spec.kit.crash._judgement import CrashViolation
+from capture_ledger.spec.kit.crash._positions import describe_fault
 from capture_ledger.spec.kit.crash._trace import Recording
 
 __all__ = ["CrashCell", "CrashStudy"]
@@ -159,6 +161,28 @@ class CrashStudy:
                 if e.unsupported:
                     seen[cell.config, cell.workload] = e.unsupported
         return [(c, w, r) for (c, w), r in seen.items()]
+
+    def not_exercised(self) -> list[tuple[str, str, str]]:
+        """``(row, workload, fault)`` for each requested fault a recording never injected (the operation
+        made no such call): that cell's verdict is "unknown", never "ok"."""
+        return [
+            (cell.config, cell.workload, text)
+            for cell in self.cells
+            for text in (cell.explorations[0].not_exercised if cell.explorations else ())
+        ]
+
+    def faults(self, config: str) -> list[dict[str, object]]:
+        """For each workload of row ``config`` that requests faults: the faults requested and those the
+        run actually injected (``positions.describe_fault``)."""
+        return [
+            {
+                "workload": cell.workload,
+                "requested": [describe_fault(f) for f in cell.recording.workload.faults],
+                "injected": [describe_fault(f) for f in cell.recording.injected],
+            }
+            for cell in self.cells
+            if cell.config == config and cell.recording.workload.faults
+        ]
 
     def exit_code(self, model: str | None = None, configs: tuple[str, ...] | None = None) -> int:
         """The crash commands' acceptance: 1 (``exit_code`` of the ``Violation``) when a row of ``configs``

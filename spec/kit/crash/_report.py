@@ -13,6 +13,8 @@ timeline per target and model that breaks a clause. ``study_summary`` is the obj
 --target --json`` prints: ``{"target", "verdict", "images", "broken": [{"clause", "model", "workload",
 "timeline"}], "seconds"}``, each broken clause once per model (its shortest counterexample over the
 workloads, rendered as text), plus ``models``, ``operations``, ``workloads``, ``skipped``, ``unsupported``,
+``faults`` (per workload that requests faults: those requested and those actually injected, read off the
+trace), ``not_exercised`` (each requested fault never injected: that workload's verdict is "unknown"),
 ``distinct_images`` and ``images_per_second``; ``verdict`` is the kind of the ``worst`` of the target's
 results under every model. ``study_exit_code`` is the command's: 1 when a clause breaks under the strongest
 model studied (journaled when it runs), else 0 (``CrashStudy.exit_code``).
@@ -165,9 +167,23 @@ def study_summary(study: TargetStudy, target: str) -> dict[str, Any]:
         "workloads": [c.workload for c in study.cells if c.config == target],
         "skipped": [{"workload": w, "why": why} for t, w, why in study.skipped if t == target],
         "unsupported": [{"workload": w, "why": why} for t, w, why in study.unsupported() if t == target],
+        "faults": study.faults(target),
+        "not_exercised": [
+            {"workload": w, "fault": fault, "why": "fault not injected: the operation made no such call"}
+            for t, w, fault in study.not_exercised()
+            if t == target
+        ],
         "distinct_images": distinct,
         "images_per_second": round(images / seconds, 1) if seconds else 0.0,
     }
+
+
+def _faults(cell: CrashCell) -> str:
+    requested = len(cell.recording.workload.faults)
+    if not requested:
+        return "-"
+    injected = len(cell.recording.injected)
+    return f"{injected}/{requested} injected" + ("" if injected == requested else " (not exercised)")
 
 
 def _schedule(cell: CrashCell) -> str:
@@ -204,6 +220,7 @@ def render_markdown(study: TargetStudy, *, pictures: Iterable[str] = ()) -> str:
             extra=(
                 ("images", lambda cell: str(sum(e.images for e in cell.explorations))),
                 ("schedule", _schedule),
+                ("faults", _faults),
             ),
         ),
         "",
@@ -216,6 +233,14 @@ def render_markdown(study: TargetStudy, *, pictures: Iterable[str] = ()) -> str:
             "## Effects no model follows (verdict unknown)",
             "",
             *(f"- {t} / {w}: {r}" for t, w, r in unsupported),
+            "",
+        ]
+    missed = study.not_exercised()
+    if missed:
+        parts += [
+            "## Faults not injected (not exercised; verdict unknown)",
+            "",
+            *(f"- {t} / {w}: {fault}: the operation made no such call" for t, w, fault in missed),
             "",
         ]
     parts += ["## Shortest counterexample per target, model and clause", ""]

@@ -4,11 +4,12 @@ under strace, explored under every persistence model (SPEC.md §Crash, R-CRASH-1
 ``study_targets(targets, ...)`` opens each target once in a reader child (which also says which protocol
 operations it has), runs every workload of the catalogue (``workloads.WORKLOADS``, or those given) that the
 target supports (``strace.supported``: a ledger without ``retire`` or ``delete``, like NeMo Gym's, skips the
-workloads that need them, and the study says which ran), records each (``strace.record_target``) and
-explores it under each model (``exploration.explore_points``). The result is a ``TargetStudy``: the
-``CrashStudy`` matrix *target × model → clauses broken* (``matrix``), with every counterexample's recording
-for its timeline, plus what was skipped and the reader children's figures. ``report`` renders it;
-``check.check_crashes`` is the library form of the whole command.
+workloads that need them, and the study says which ran), records each (``strace.record_positions``: a workload
+whose fault strikes each position of a kind of call is one cell per position, ``<name>@<n>``) and explores it
+under each model (``exploration.explore_points``). The result is a ``TargetStudy``: the ``CrashStudy`` matrix
+*target × model → clauses broken* (``matrix``), with every counterexample's recording for its timeline, plus
+what was skipped and the reader children's figures. ``report`` renders it; ``check.check_crashes`` is the
+library form of the whole command.
 
 A target that cannot be opened or traced is a ``TraceError`` (the command's exit 2); everything the target
 does once it runs — raise, hang, leave bytes it cannot read — is judged.
@@ -30,7 +31,7 @@ from capture_ledger.spec.kit.crash._matrix import CrashCell, CrashStudy
 from capture_ledger.spec.kit.crash._readback import ReadBack
 from capture_ledger.spec.kit.crash._reader import TargetReader
 from capture_ledger.spec.kit.crash._workloads import WORKLOADS
-from capture_ledger.spec.kit.crash.strace import PARK_DELAY, Target, TraceError, record_target, supported
+from capture_ledger.spec.kit.crash.strace import PARK_DELAY, Target, TraceError, record_positions, supported
 
 __all__ = ["TargetStudy", "study_targets"]
 
@@ -115,24 +116,29 @@ def study_targets(
                     continue
                 begun = time.perf_counter()
                 with tempfile.TemporaryDirectory(prefix="capture-ledger-trace-") as scratch:
-                    recording = record_target(target, workload, Path(scratch), park_delay=park_delay)
-                took = time.perf_counter() - begun
-                explorations = tuple(
-                    explore_points(recording, model, ReadBack(reader), budget=budget, seed=seed, first=first)
-                    for model in chosen_models
-                )
-                cells.append(
-                    CrashCell(
-                        config=target.name,
-                        workload=name,
-                        recording=recording,
-                        explorations=explorations,
-                        record_seconds=took,
+                    recordings = record_positions(target, workload, Path(scratch), park_delay=park_delay)
+                took = (time.perf_counter() - begun) / len(recordings)
+                for recording in recordings:
+                    explorations = tuple(
+                        explore_points(
+                            recording, model, ReadBack(reader), budget=budget, seed=seed, first=first
+                        )
+                        for model in chosen_models
                     )
-                )
-                if progress is not None:
-                    progress(cells[-1])
-                if first and explorations[0].verdict == "violation":
+                    cells.append(
+                        CrashCell(
+                            config=target.name,
+                            workload=recording.workload.name,
+                            recording=recording,
+                            explorations=explorations,
+                            record_seconds=took,
+                        )
+                    )
+                    if progress is not None:
+                        progress(cells[-1])
+                    if first and explorations[0].verdict == "violation":
+                        break
+                if first and cells and cells[-1].explorations[0].verdict == "violation":
                     break
         finally:
             reads += reader.reads

@@ -4,7 +4,9 @@ A ``Workload`` is setup operations (their files are the durable baseline), then 
 whose effects are recorded, perhaps one of them parked against the others (``Pause``), run on threads of
 their own (``threads``) or with injected faults (``FaultAt``, ``Fault``). A ``Recording`` is one run of
 it: the baseline, the trace of durability effects (``spec.crash.durability``) with the ``Invoke`` and
-``Return`` markers of each operation, and whether a scheduled run ran as designed. Recorders of any kind
+``Return`` markers of each operation, whether a scheduled run ran as designed, and which of the requested
+faults were actually injected (``injected``; one that never struck, the ledger making no such call, is *not
+exercised*, and the judgement says so rather than "ok"). Recorders of any kind
 produce it (our store's seam, strace for any ledger, the block log of a real kernel); the crash
 judgement (``judgement``) reads it.
 
@@ -96,7 +98,15 @@ class Pause:
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class FaultAt:
-    """During operation ``op``, its ``occurrence``-th seam call named ``call`` fails (``Fault``)."""
+    """During operation ``op``, its ``occurrence``-th call of kind ``call`` fails (``Fault``).
+
+    ``call`` is a seam call name of our store (``sync_dir``, ``fsync``, ``syncfs``, ``create_file``,
+    ``unlink``, ``write``, ``truncate``, ...) or a position among whatever the ledger makes: ``sync`` (any
+    ``fsync``/``fdatasync`` of a file or a directory, or ``syncfs``), ``rename``. Each kind is counted over
+    the operation's own calls (``FAULT_KINDS``: the effects of each kind). ``occurrence`` ``0`` means *each*
+    position: the study runs the workload once per call of that kind the operation makes in a reference
+    run without faults (``positions.each_position``), the n-th run failing the n-th call.
+    """
 
     op: int
     call: str
@@ -156,3 +166,10 @@ class Recording:
     threads: tuple[str, ...]
     inode_names: dict[int, str]
     paused: bool | None
+    #: The workload's faults that were actually injected (the recorder saw each fail its call); a
+    #: requested fault missing here was *not exercised* (the operation made no such call).
+    injected: tuple[FaultAt, ...] = ()
+
+    def not_injected(self) -> tuple[FaultAt, ...]:
+        """The faults the workload requested that the run never injected."""
+        return tuple(f for f in self.workload.faults if f not in self.injected)

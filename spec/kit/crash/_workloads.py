@@ -9,8 +9,10 @@ Not guaranteed: that the workloads exercise every path of a ledger (each layer s
 
 from __future__ import annotations
 
+import errno
+
 from capture_ledger.spec.core.model import Delete, Operation, Record, RecordFailure, Retire
-from capture_ledger.spec.kit.crash._trace import FaultAt, Pause, Workload
+from capture_ledger.spec.kit.crash._trace import Fault, FaultAt, Pause, Workload
 
 __all__ = ["SMALL_WORKLOADS", "WORKLOADS"]
 
@@ -24,6 +26,13 @@ def _retried(
 ) -> Workload:
     """``op`` fails (EIO) at its first seam call named ``call``, and the caller retries it."""
     return Workload(name=name, setup=setup, ops=(op, op), faults=(FaultAt(op=0, call=call),), note=note)
+
+
+def _each_sync(name: str, op: Operation, note: str, *, setup: tuple[Operation, ...] = ()) -> Workload:
+    """``op`` fails (EIO, after: its pages may be lost) at one of its syncs, whichever the ledger makes
+    (one run per sync it makes, ``<name>@<n>``), and the caller retries it in the same history."""
+    fault = FaultAt(op=0, call="sync", occurrence=0, fault=Fault(errno.EIO, "after"))
+    return Workload(name=name, setup=setup, ops=(op, op), faults=(fault,), note=note)
 
 
 _SYNC = frozenset({"sync_dir", "syncfs"})
@@ -105,6 +114,20 @@ WORKLOADS: dict[str, Workload] = {
             "sync_dir",
             "a delete fails at its directory sync; the caller retries: every non-empty batch syncs",
             setup=(Record("r1", _row("a")), Retire(["r1"])),
+        ),
+        _each_sync(
+            "record-new-fsync-eio",
+            Record("r1", _row("a")),
+            "each sync of the creating record in turn (file or directory, whichever the ledger makes) fails "
+            "with EIO after the call: the pages it covered may be lost even when a later fsync succeeds "
+            "(spec.crash._failed); the caller retries the same row (R-STORE-13)",
+        ),
+        _each_sync(
+            "record-append-fsync-eio",
+            Record("r1", _row("b")),
+            "each sync of an append to a durable ledger in turn fails with EIO after the call; the caller "
+            "retries the same row, which must be written anew, not confirmed by a second fsync (R-STORE-13)",
+            setup=(Record("r1", _row("a")),),
         ),
         Workload(
             name="mixed",

@@ -7,6 +7,7 @@ from capture_ledger.spec.kit.crash.strace._recorder import (
     PARK_DELAY,
     Target,
     TraceError,
+    record_positions,
     record_target,
     supported,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "TraceError",
     "parse_trace",
     "read_syscalls",
+    "record_positions",
     "record_target",
     "str_arg",
     "supported",

@@ -15,6 +15,9 @@ The handlers live in three private modules, by what a call acts on: ``_descripto
 the working directory), ``_data`` (positions, data, sizes, syncs, mappings, and what nothing can follow)
 and ``_namespace`` (names). Each keeps a table of its own; this module joins them.
 
+``FAILED_HANDLERS`` are the failed calls that still have an effect: a file ``fsync``/``fdatasync`` that
+failed with ``EIO``, ``ENOSPC`` or ``EDQUOT`` is ``FsyncFailed`` (its pages may be lost).
+
 Not guaranteed: a call missing here changes nothing in the simulation (``tracing.TRACE_SET`` lists the
 calls strace is asked for).
 """
@@ -22,11 +25,11 @@ calls strace is asked for).
 from __future__ import annotations
 
 from capture_ledger.spec.kit.crash.strace import _data, _descriptors, _namespace
-from capture_ledger.spec.kit.crash.strace._data import MARKER_PATH, MARKER_PREFIX
+from capture_ledger.spec.kit.crash.strace._data import FAILED_HANDLERS, MARKER_PATH, MARKER_PREFIX
 from capture_ledger.spec.kit.crash.strace._descriptors import VOLATILE
 from capture_ledger.spec.kit.crash.strace._simulation import Handler
 
-__all__ = ["HANDLERS", "MARKER_PATH", "MARKER_PREFIX", "VOLATILE"]
+__all__ = ["FAILED_HANDLERS", "HANDLERS", "MARKER_PATH", "MARKER_PREFIX", "VOLATILE"]
 
 #: Every call the simulation follows, by name: the descriptor calls, the data calls and the namespace calls.
 HANDLERS: dict[str, Handler] = {**_descriptors.HANDLERS, **_data.HANDLERS, **_namespace.HANDLERS}

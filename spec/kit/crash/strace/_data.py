@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import re
 
-from capture_ledger.spec.crash.durability import Fsync, SyncDir, Syncfs, SyncRange, Truncate, Write
+from capture_ledger.spec.crash.durability import (
+    Fsync,
+    FsyncFailed,
+    SyncDir,
+    Syncfs,
+    SyncRange,
+    Truncate,
+    Write,
+)
 from capture_ledger.spec.kit.crash.strace._descriptors import retval
 from capture_ledger.spec.kit.crash.strace._simulation import Handler, Marker, Node, Simulation
 from capture_ledger.spec.kit.crash.strace._syscalls import (
@@ -29,7 +37,7 @@ from capture_ledger.spec.kit.crash.strace._syscalls import (
     str_arg,
 )
 
-__all__ = ["HANDLERS", "MARKER_PATH", "MARKER_PREFIX"]
+__all__ = ["FAILED_HANDLERS", "HANDLERS", "LOSSY_SYNC_ERRORS", "MARKER_PATH", "MARKER_PREFIX"]
 
 #: The driver's marks: a write of bytes starting with this prefix to this path.
 MARKER_PREFIX = b"CL-"
@@ -186,6 +194,21 @@ def _sys_fdatasync(sim: Simulation, call: Syscall, a: list[str]) -> None:
     _sync(sim, call, a, data_only=True)
 
 
+#: The errors of a file sync after which its pages may be lost (a failed write-back); ``EBADF``,
+#: ``EINVAL`` (a file that cannot be synced), ``EROFS`` and ``EINTR`` say nothing about the data.
+LOSSY_SYNC_ERRORS = frozenset({"EIO", "ENOSPC", "EDQUOT"})
+
+
+def _failed_sync(sim: Simulation, call: Syscall, a: list[str]) -> None:
+    """A failed ``fsync``/``fdatasync`` of a workspace file: ``FsyncFailed`` (its pages may be lost); a
+    failed directory sync records nothing (docs/crash-target.md §Faults)."""
+    if call.errno not in LOSSY_SYNC_ERRORS:
+        return
+    found = sim.description(call.tid, fd_arg(a[0]))
+    if found is not None and found.node is not None and found.node.kind == "file":
+        sim.emit(FsyncFailed(found.node.inode, call.name == "fdatasync"))
+
+
 def _sys_sync_file_range(sim: Simulation, call: Syscall, a: list[str]) -> None:
     found = sim.description(call.tid, fd_arg(a[0]))
     if found is not None and found.node is not None:
@@ -280,3 +303,6 @@ HANDLERS: dict[str, Handler] = {
     "io_uring_setup": _sys_io_uring,
     "io_submit": _sys_io_submit,
 }
+
+#: What a failed call does: only a failed file sync has an effect (its pages may be lost).
+FAILED_HANDLERS: dict[str, Handler] = {"fsync": _failed_sync, "fdatasync": _failed_sync}

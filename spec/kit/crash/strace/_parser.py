@@ -23,9 +23,12 @@ the trace), as are ``splice``, ``io_uring``, Linux AIO, ``fallocate`` modes that
 links, ``RENAME_EXCHANGE``, renaming a directory, and bytes copied into the workspace from a file whose bytes
 are unknown.
 
-Not guaranteed: calls that failed, were cut short by a kill (``= ?``, a warning), or act outside the
-workspace have no effect; a 32-bit tracee's calls are named but were never tried; ``ioctl`` (reflinks) is not
-traced.
+A file sync that failed with ``EIO``, ``ENOSPC`` or ``EDQUOT`` (strace's injected faults among them) is an
+``FsyncFailed``: the models may lose the pages it covered (``spec.crash._failed``).
+
+Not guaranteed: other calls that failed, calls that were cut short by a kill (``= ?``, a warning), or act
+outside the workspace have no effect; a 32-bit tracee's calls are named but were never tried; ``ioctl``
+(reflinks) is not traced.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capture_ledger.spec.crash.durability import Baseline
-from capture_ledger.spec.kit.crash.strace._calls import HANDLERS
+from capture_ledger.spec.kit.crash.strace._calls import FAILED_HANDLERS, HANDLERS
 from capture_ledger.spec.kit.crash.strace._simulation import Event, Marker, Simulation
 from capture_ledger.spec.kit.crash.strace._syscalls import Syscall, read_syscalls
 
@@ -96,7 +99,7 @@ def parse_trace(
     """
     calls = list(read_syscalls(lines))
     simulation = Simulation(workspace, snapshot, cwd or os.getcwd())
-    simulation.run(calls, HANDLERS)
+    simulation.run(calls, HANDLERS, FAILED_HANDLERS)
     final: Snapshot = {}
     for path, node in simulation.space.items():
         if path != simulation.root and simulation.inside(path):

@@ -8,7 +8,11 @@ trace parsed into the study's ``Recording`` (SPEC.md §Crash, R-CRASH-1..4; docs
    durable baseline (opening the ledger is part of the setup: its schema, lock files and directories);
 2. the *operations*, traced, each between invoke and return marks, on a fresh copy of that baseline at the
    same path. A workload's failed call (``FaultAt``: the n-th call of a kind, ``sync_dir``, ``fsync``, ...
-   in one operation) is made by strace (``-e inject=SYSCALL:error=EIO:when=N``); a parked operation
+   in one operation; ``sync``, ``rename``: the n-th of whatever the ledger makes) is made by strace (``-e
+inject=SYSCALL:error=EIO:when=N``, the call skipped and failed), and whether it struck is read off the trace
+(``(INJECTED)``: ``Recording.injected``; a fault whose call the operation never made is not injected, and
+the judgement says "not exercised"); ``record_positions`` records a fault at *each* position, one run per
+call the operation makes; a parked operation
    (``Pause``) is held by strace (``delay_enter`` at its thread's N-th call of the parking syscall) while the
    others run; operations on several threads (``threads``) start together, every sync held
    ``GATHER_DELAY`` seconds on its way out so that others queue behind it (group commit, R-STORE-9). N comes
@@ -29,6 +33,7 @@ operation is held by time, then checked); effects of processes the target starts
 
 from __future__ import annotations
 
+import errno
 import json
 import shutil
 import sys
@@ -39,17 +44,17 @@ from typing import Any
 
 from capture_ledger.spec.core.model import Delete, Record, RecordFailure, Retire
 from capture_ledger.spec.crash import replay
-from capture_ledger.spec.crash.durability import (
-    Create,
-    Effect,
-    Fsync,
-    SyncDir,
-    Syncfs,
-    Truncate,
-    Unlink,
-    Write,
+from capture_ledger.spec.crash.durability import Effect
+from capture_ledger.spec.kit.crash._positions import FAULT_KINDS, each_position, positions
+from capture_ledger.spec.kit.crash._trace import (
+    FaultAt,
+    Invoke,
+    Recording,
+    Return,
+    TargetConfig,
+    TraceEvent,
+    Workload,
 )
-from capture_ledger.spec.kit.crash._trace import Invoke, Recording, Return, TargetConfig, TraceEvent, Workload
 from capture_ledger.spec.kit.crash.strace._parser import (
     Marker,
     ParsedTrace,
@@ -61,7 +66,15 @@ from capture_ledger.spec.kit.crash.strace._plan import Parked, RunPlan
 from capture_ledger.spec.kit.crash.strace._syscalls import Syscall
 from capture_ledger.spec.kit.crash.strace._tracing import Injection, run_traced
 
-__all__ = ["GATHER_DELAY", "PARK_DELAY", "Target", "TraceError", "record_target", "supported"]
+__all__ = [
+    "GATHER_DELAY",
+    "PARK_DELAY",
+    "Target",
+    "TraceError",
+    "record_positions",
+    "record_target",
+    "supported",
+]
 
 #: Seconds strace holds a parked operation's call (the others must finish within it).
 PARK_DELAY = 0.5
@@ -175,25 +188,13 @@ def _marks(parsed: ParsedTrace, op: int) -> tuple[int, int, int] | None:
     return tid, invoke, ret
 
 
-_KINDS: dict[str, tuple[type, ...]] = {
-    "sync_dir": (SyncDir,),
-    "syncfs": (Syncfs,),
-    "fsync": (Fsync,),
-    "create_file": (Create,),
-    "open_append": (Create,),
-    "unlink": (Unlink,),
-    "write": (Write,),
-    "truncate": (Truncate,),
-}
-
-
 def _matches(call: Syscall, kinds: frozenset[str], effects: dict[int, type]) -> bool:
     if "lock" in kinds:
         if call.name == "flock" and ("LOCK_EX" in call.args or "LOCK_SH" in call.args):
             return True
         if call.name == "fcntl" and "F_SETLK" in call.args and "F_UNLCK" not in call.args:
             return True
-    wanted = tuple(t for kind in kinds for t in _KINDS.get(kind, ()))
+    wanted = tuple(t for kind in kinds for t in FAULT_KINDS.get(kind, ()))
     return bool(wanted) and issubclass(effects.get(call.line, type(None)), wanted)
 
 
@@ -231,7 +232,12 @@ def _held(run: _Run, op: int, syscall: str, count: int) -> bool:
 
 
 def _recording(
-    target: Target, workload: Workload, run: _Run, freed: tuple[bytes, ...], paused: bool | None
+    target: Target,
+    workload: Workload,
+    run: _Run,
+    freed: tuple[bytes, ...],
+    paused: bool | None,
+    injected: tuple[FaultAt, ...] = (),
 ) -> Recording:
     trace: list[TraceEvent] = []
     threads: list[str] = []
@@ -261,6 +267,68 @@ def _recording(
         threads=tuple(threads),
         inode_names=dict(run.parsed.names),
         paused=paused,
+        injected=injected,
+    )
+
+
+def _struck(run: _Run, fault: FaultAt, syscall: str) -> bool:
+    """Whether strace injected a fault into a ``syscall`` of ``fault``'s operation in ``run``."""
+    marks = _marks(run.parsed, fault.op)
+    if marks is None:
+        return False
+    tid, start, end = marks
+    return any(c.injected and c.tid == tid and c.name == syscall and start < c.line < end for c in run.calls)
+
+
+def _faulted(
+    target: Target,
+    workload: Workload,
+    scratch: Path,
+    *,
+    reference: _Run,
+    snapshot: Snapshot,
+    freed: tuple[bytes, ...],
+) -> Recording:
+    """The faulted run of ``workload``: each fault made by strace at the call the reference run locates."""
+    injections, located = [], []
+    for fault in workload.faults:
+        where = _locate(reference, fault.op, frozenset({fault.call}), fault.occurrence)
+        if where is not None:
+            code = errno.errorcode.get(fault.fault.code, "EIO")
+            injections.append(Injection(syscall=where[0], when=where[2], error=code))
+            located.append((fault, where[0]))
+    run = _traced(target, workload, scratch, ops=workload.ops, snapshot=snapshot, injections=injections)
+    injected = tuple(fault for fault, syscall in located if _struck(run, fault, syscall))
+    return _recording(target, workload, run, freed, None, injected)
+
+
+def _setup(target: Target, workload: Workload, scratch: Path) -> tuple[Snapshot, tuple[bytes, ...]]:
+    setup = _traced(target, workload, scratch, ops=workload.setup, snapshot={})
+    effects: list[Effect] = [e.item for e in setup.parsed.events if not isinstance(e.item, Marker)]
+    freed = tuple(replay(setup.parsed.baseline, effects).freed)
+    return take_snapshot(scratch / "workspace"), freed
+
+
+def record_positions(
+    target: Target, workload: Workload, scratch: Path, *, park_delay: float = PARK_DELAY
+) -> tuple[Recording, ...]:
+    """Record ``workload`` on ``target``; a workload whose fault strikes *each* position (``occurrence=0``)
+    gives one recording per call of that kind its operation makes in a reference run
+    (``positions.each_position``: ``<name>@<n>``; a single ``@1``, not exercised, when it makes none).
+
+    Raises:
+        TraceError: the target could not be opened, or a traced run failed.
+    """
+    each = [f for f in workload.faults if f.occurrence == 0]
+    if not each:
+        return (record_target(target, workload, scratch, park_delay=park_delay),)
+    snapshot, freed = _setup(target, workload, scratch)
+    plain = replace(workload, faults=())
+    reference = _traced(target, plain, scratch, ops=workload.ops, snapshot=snapshot)
+    count = positions(_recording(target, plain, reference, freed, None), each[0])
+    return tuple(
+        _faulted(target, w, scratch, reference=reference, snapshot=snapshot, freed=freed)
+        for w in each_position(workload, count)
     )
 
 
@@ -280,21 +348,15 @@ def record_target(
 
     Raises:
         TraceError: the target could not be opened, or a traced run failed.
+        ValueError: the workload's fault strikes each position (``record_positions`` records it).
     """
-    setup = _traced(target, workload, scratch, ops=workload.setup, snapshot={})
-    effects: list[Effect] = [e.item for e in setup.parsed.events if not isinstance(e.item, Marker)]
-    freed = tuple(replay(setup.parsed.baseline, effects).freed)
-    snapshot = take_snapshot(scratch / "workspace")
+    if any(f.occurrence == 0 for f in workload.faults):
+        raise ValueError(f"{workload.name} faults each position: record it with record_positions")
+    snapshot, freed = _setup(target, workload, scratch)
     ops = workload.ops
     if workload.faults:
         reference = _traced(target, workload, scratch, ops=ops, snapshot=snapshot)
-        injections = []
-        for fault in workload.faults:
-            where = _locate(reference, fault.op, frozenset({fault.call}), fault.occurrence)
-            if where is not None:
-                injections.append(Injection(syscall=where[0], when=where[2], error="EIO"))
-        run = _traced(target, workload, scratch, ops=ops, snapshot=snapshot, injections=injections)
-        return _recording(target, workload, run, freed, None)
+        return _faulted(target, workload, scratch, reference=reference, snapshot=snapshot, freed=freed)
     if workload.pause is not None:
         pause = workload.pause
         plan = Parked(op=pause.op, syscall="", count=0, delay=park_delay, reference=True)

@@ -21,6 +21,7 @@ from capture_ledger.spec.crash.durability import (
     Baseline,
     Effect,
     Fsync,
+    FsyncFailed,
     SyncRange,
     Truncate,
     Unsupported,
@@ -189,7 +190,7 @@ class Simulation:
         """Record an effect or a mark made by the current call (volatile files' bytes dropped)."""
         assert self.call is not None
         inode = getattr(item, "inode", None)
-        if inode in self.volatile and isinstance(item, Write | Truncate | Fsync | SyncRange):
+        if inode in self.volatile and isinstance(item, Write | Truncate | Fsync | FsyncFailed | SyncRange):
             return  # the bytes of a volatile file (SQLite's -shm): rebuilt when it is opened
         for name_field in ("name", "new"):
             name = getattr(item, name_field, None)
@@ -252,8 +253,14 @@ class Simulation:
         self.emit(Unsupported(reason))
 
     # ---------------------------------------------------------------------------------------- the run
-    def run(self, calls: list[Syscall], handlers: Mapping[str, Handler]) -> None:
-        """Replay ``calls`` in order, each successful one through ``handlers[call.name]``."""
+    def run(
+        self,
+        calls: list[Syscall],
+        handlers: Mapping[str, Handler],
+        failed: Mapping[str, Handler] | None = None,
+    ) -> None:
+        """Replay ``calls`` in order, each successful one through ``handlers[call.name]``, each failed one
+        through ``failed[call.name]`` if there is one (a failed file sync, which may lose data)."""
         for call in calls:  # a child's lines may come before its parent's clone() result
             if call.name in ("clone", "clone3", "fork", "vfork") and call.retval and call.retval > 0:
                 flags = re.search(r"flags=([A-Z0-9_|]+)", call.args)
@@ -263,9 +270,7 @@ class Simulation:
             self.task(call.tid)
             if call.retval is None and call.errno is None and call.name in EFFECTFUL:
                 self.warn("never returned (the process was killed mid-call?): its effect is unknown")
-            if not call.succeeded:
-                continue
-            handler = handlers.get(call.name)
+            handler = (handlers if call.succeeded else failed or {}).get(call.name)
             if handler is not None:
                 handler(self, call, split_args(call.args))
 

@@ -49,7 +49,8 @@ class TruncatedDataError(ValueError):
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Syscall:
     """One completed call: where it is in the file, which thread made it, its name, its raw argument text,
-    and its result (``retval`` ``None`` when strace printed ``?``; ``errno`` when it failed)."""
+    and its result (``retval`` ``None`` when strace printed ``?``; ``errno`` when it failed; ``injected``
+    when strace itself made it fail, ``(INJECTED)``)."""
 
     line: int
     tid: int
@@ -59,6 +60,7 @@ class Syscall:
     ret_path: str | None
     ret_deleted: bool
     errno: str | None
+    injected: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -129,6 +131,7 @@ def _parse(line: int, tid: int, name: str, text: str) -> Syscall:
         ret_path=path,
         ret_deleted=deleted,
         errno=errno,
+        injected=ret.endswith("(INJECTED)"),
     )
 
 
