@@ -6,8 +6,10 @@ writes for one call merged; several clients' files merged by invocation time) an
 ``spec.concurrency.linearizability.check_history``. What it prints, and its exit code:
 
 - linearizable: ``N events: Ok()``, exit 0;
-- not linearizable: ``N events: Violation(...)`` with the explanation and a minimal witness (the
-  violation's ``counterexample``), exit 1;
+- not linearizable: first the line ``N events: Violation(requirement='R-CONC-1')``, printed and flushed
+  as soon as ``decide`` has the verdict, then the explanation and a minimal witness (the ``counterexample``
+  of ``check_history``'s violation, which decides again and then explains and shrinks under its own bound),
+  exit 1;
 - undecided: ``N events: Unknown(spent=S)``, the search steps spent, and how to allow more, exit 2;
 - not a history: ``error: FILE:LINE: why`` on standard error, exit 2 -- a file that cannot be read, a line
   that is not JSON or not an event (an unknown operation, arguments that do not fit it, a time that is not
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.spec.concurrency.history import Event, event_from_json
-from capture_ledger.spec.concurrency.linearizability import Unknown, Violation, check_history
+from capture_ledger.spec.concurrency.linearizability import Unknown, Violation, check_history, decide
 from capture_ledger.spec.core.verdicts import exit_code
 from capture_ledger.spec.kit import read_history
 
@@ -128,12 +130,17 @@ def _check_history(args: argparse.Namespace) -> int:
         events, notes = load_history(args.files)
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-        verdict = check_history(events, budget=args.budget)
+        verdict = decide(events, budget=args.budget)
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return exit_code(Unknown(reason=str(error)))
     if isinstance(verdict, Violation):
-        print(f"{len(events)} events: {verdict.counterexample}")
+        # The verdict first, at once; then the explained, shrunk witness, which may take longer.
+        print(f"{len(events)} events: Violation(requirement={verdict.requirement!r})", flush=True)
+        explained = check_history(events, budget=args.budget)
+        if isinstance(explained, Violation):
+            verdict = explained
+        print(verdict.counterexample)
     elif isinstance(verdict, Unknown):
         # The search stops exactly when it has spent the budget: what it spent is ``--budget``.
         print(f"{len(events)} events: Unknown(spent={args.budget})")

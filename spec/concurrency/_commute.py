@@ -57,7 +57,7 @@ from capture_ledger.spec.core.model import (
 if TYPE_CHECKING:
     from capture_ledger.spec.concurrency._search import SubOperation
 
-__all__ = ["Commuting", "Rows", "Symbolic"]
+__all__ = ["Commuting", "Rows", "Symbolic", "core"]
 
 Item = Entry | int  # a fixed entry, or a closed loose block (a bitmask of sub-operations)
 
@@ -65,16 +65,22 @@ Item = Entry | int  # a fixed entry, or a closed loose block (a bitmask of sub-o
 class Rows:
     """A Live rollout, symbolically (see the module docstring); its hash is computed once."""
 
-    __slots__ = ("_concrete", "_hash", "fenced", "items", "items_hash", "open")
+    __slots__ = ("_concrete", "_hash", "fenced", "items", "items_hash", "maybe", "open")
 
     def __init__(
-        self, items: tuple[Item, ...], open_: int, fenced: bool, items_hash: int | None = None
+        self,
+        items: tuple[Item, ...],
+        open_: int,
+        fenced: bool,
+        items_hash: int | None = None,
+        maybe: int = 0,
     ) -> None:
         self.items = items
         self.open = open_
         self.fenced = fenced
+        self.maybe = maybe
         self.items_hash = hash(items) if items_hash is None else items_hash
-        self._hash = hash((self.items_hash, open_, fenced))
+        self._hash = hash((self.items_hash, open_, fenced, maybe))
         self._concrete: Live | None = None
 
     def __hash__(self) -> int:
@@ -88,15 +94,26 @@ class Rows:
             and self._hash == other._hash
             and self.open == other.open
             and self.fenced == other.fenced
+            and self.maybe == other.maybe
             and self.items == other.items
         )
 
     def __repr__(self) -> str:
-        return f"Rows(items={self.items!r}, open={self.open:#x}, fenced={self.fenced!r})"
+        maybe = f", maybe={self.maybe:#x}" if self.maybe else ""
+        return f"Rows(items={self.items!r}, open={self.open:#x}, fenced={self.fenced!r}{maybe})"
 
 
 #: A rollout's state in the search: the model's ``Absent`` or ``Retired``, or ``Rows``.
 Symbolic = RolloutState | Rows
+
+
+def core(state: Symbolic) -> Symbolic:
+    """``state`` without the rows that may be gone (``Rows.maybe``): what is certain of it. Two states with
+    the same core differ only in which rows may be gone, and the one whose such rows include the other's
+    stands for every concrete state the other does."""
+    if not isinstance(state, Rows) or not state.maybe:
+        return state
+    return Rows(state.items, state.open & ~state.maybe, state.fenced, state.items_hash)
 
 
 def _bits(mask: int) -> list[int]:
@@ -224,7 +241,8 @@ class Commuting:
             entries: list[Entry] = []
             for item in (*state.items, state.open):
                 if isinstance(item, int):
-                    entries.extend(self.entry[i] for i in self._by_time(item))  # type: ignore[misc]
+                    present = item & ~state.maybe  # a row that may be gone is left out
+                    entries.extend(self.entry[i] for i in self._by_time(present))  # type: ignore[misc]
                 else:
                     entries.append(item)
             state._concrete = Live(tuple(entries), state.fenced)
@@ -240,8 +258,13 @@ class Commuting:
         return True
 
     def _as_read(self, state: Rows, manifest: ManifestValue) -> tuple[Entry, ...] | None:
-        """The concrete entries in the order ``manifest`` lists them, if ``state`` allows that order."""
+        """The concrete entries in the order ``manifest`` lists them, if ``state`` allows that order.
+
+        A loose block's rows are the longest run of the manifest's rows written by its members (each
+        simple row has one writer, in one block): every member not in ``state.maybe`` must be in it; a
+        member that may be gone is there or not, as the manifest says (the read settles it)."""
         records, failures = manifest.records, manifest.failures
+        by_record, by_failure = self.by_record, self.by_failure
         r = f = 0
         out_r: list[Entry] = []
         out_f: list[Entry] = []
@@ -260,18 +283,33 @@ class Commuting:
                 continue
             if not item:
                 continue
-            members = _bits(item)
-            n_r = sum(1 for i in members if isinstance(self.entry[i], RecordEntry))
-            n_f = len(members) - n_r
-            seen_r = [self.by_record.get(c, -1) for c in records[r : r + n_r]]
-            seen_f = [self.by_failure.get(x, -1) for x in failures[f : f + n_f]]
-            if len(seen_r) != n_r or len(seen_f) != n_f or sorted(seen_r + seen_f) != members:
+            seen = 0
+            seen_r: list[int] = []
+            while r < len(records):
+                writer = by_record.get(records[r], -1)
+                if writer < 0 or not (item >> writer) & 1:
+                    break
+                if (seen >> writer) & 1:
+                    return None  # listed twice
+                seen |= 1 << writer
+                seen_r.append(writer)
+                r += 1
+            seen_f: list[int] = []
+            while f < len(failures):
+                writer = by_failure.get(failures[f], -1)
+                if writer < 0 or not (item >> writer) & 1:
+                    break
+                if (seen >> writer) & 1:
+                    return None
+                seen |= 1 << writer
+                seen_f.append(writer)
+                f += 1
+            if item & ~state.maybe & ~seen:  # a row that must be there is not listed with its block
                 return None
             if not (self._in_time(seen_r) and self._in_time(seen_f)):
                 return None
             out_r.extend(self.entry[i] for i in seen_r)  # type: ignore[misc]
             out_f.extend(self.entry[i] for i in seen_f)  # type: ignore[misc]
-            r, f = r + n_r, f + n_f
         if r != len(records) or f != len(failures):
             return None
         return (*out_r, *out_f)
@@ -303,7 +341,7 @@ class Commuting:
             matches = observed is None or results_match(result, observed)
             return (self.rows_of(after) if isinstance(after, Live) else after), matches
         if self.simple[i]:
-            return Rows(state.items, state.open | (1 << i), state.fenced, state.items_hash), True
+            return Rows(state.items, state.open | (1 << i), state.fenced, state.items_hash, state.maybe), True
         if self.read[i]:
             value = observed.value if isinstance(observed, Ok) else None
             ordered = self._as_read(state, value) if isinstance(value, ManifestValue) else None
@@ -322,15 +360,24 @@ class Commuting:
         if after.entries is concrete.entries or after.entries == concrete.entries:
             if after.fenced == state.fenced:
                 return state, matches
-            return Rows(state.items, state.open, after.fenced, state.items_hash), matches
+            return Rows(state.items, state.open, after.fenced, state.items_hash, state.maybe), matches
         # A write whose key another call also writes appended its row: its place is fixed, after the
         # loose block (which closes).
         assert len(after.entries) == len(concrete.entries) + 1, (op, state, after)
         closed: tuple[Item, ...] = ()
-        if state.open & (state.open - 1):
+        if state.open & (state.open - 1) or state.open & state.maybe:
             closed = (state.open,)
-        elif state.open:  # a block of one row is a fixed row
+        elif state.open:  # a block of one row that is there is a fixed row
             only = self.entry[state.open.bit_length() - 1]
             assert only is not None
             closed = (only,)
-        return Rows((*state.items, *closed, after.entries[-1]), 0, after.fenced), matches
+        return Rows((*state.items, *closed, after.entries[-1]), 0, after.fenced, None, state.maybe), matches
+
+    def maybe_write(self, i: int, state: Rows) -> Rows:
+        """Simple write ``i`` on a Live rollout, *there or not*: it either took effect just before a removal
+        that cleared its row, or at its return, in the loose block still open. Nothing but a read tells
+        the two apart (its key is its own; ``has_rows``, ``admit``, a fence and the other writes see only
+        whether the rollout is Live and fenced, which it is either way), so the read that next lists the
+        rollout's rows settles it (``_as_read``), and a removal drops it with the rest."""
+        bit = 1 << i
+        return Rows(state.items, state.open | bit, state.fenced, state.items_hash, state.maybe | bit)

@@ -16,11 +16,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from capture_ledger.spec.concurrency._commute import Commuting, Rows, Symbolic
+from capture_ledger.spec.concurrency._commute import Commuting, Rows, Symbolic, core
 from capture_ledger.spec.concurrency.history import results_match
-from capture_ledger.spec.core.model import ABSENT, Delete, Operation, Result, Retire, RolloutState, Transition
+from capture_ledger.spec.core.model import (
+    ABSENT,
+    Delete,
+    Operation,
+    Record,
+    RecordFailure,
+    Result,
+    Retire,
+    RolloutState,
+    Transition,
+)
 
-__all__ = ["Budget", "Outcome", "SubOperation", "plain_search", "search"]
+__all__ = ["CROWD", "Budget", "Outcome", "SubOperation", "judge", "plain_search", "search"]
 
 
 class SubOperation(NamedTuple):
@@ -185,6 +195,10 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
     write that overlaps no removal and no write that is not simple) is never tried on a Live rollout, only
     taken when a read shows its row (just before that read) or when the search reaches its return. So
     ``N`` concurrent writes with reads between them make about ``N`` configurations, not ``2**N`` or ``N!``.
+    A lazy write a removal may have cleared is kept, at its return, as a row there or not
+    (``Commuting.maybe_write``) until a read settles it, and the memo compares configurations by inclusion
+    of those rows and of the vanishing writes, so writes overlapping a removal do not make ``2**k``
+    configurations either.
     And a read that lists a row no call writes fails the partition before any search.
 
     Args, Returns: as ``plain_search``; ``Outcome.state`` is a concrete state the longest partial
@@ -204,7 +218,11 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
     step = ctx.step
     state: Symbolic = ABSENT
     linearized = 0
-    cache: set[tuple[int, Symbolic, int]] = set()
+    # The memo: per linearized set and certain part of the state (``_commute.core``), the (rows that may
+    # be gone, vanishing writes) of each configuration explored. A configuration is skipped when one
+    # explored has the same key and both sets as large: it stands for every concrete configuration this
+    # one does, with every option this one has, and it failed (the search stops at the first success).
+    cache: dict[tuple[int, Symbolic], list[tuple[int, int]]] = {}
     # Each step taken: the call, the state before it, the lazy writes taken just before it, the vanishing
     # writes before it, and which option of a lazy write's return it was (-1: a call taken).
     calls: list[tuple[int, Symbolic, list[int], int, int]] = []
@@ -268,18 +286,18 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
                 new_vanish |= takeable() & lazy_mask & ~(1 << i)
         elif entry and lazy[entry - n - 1]:
             # The return of a lazy write not taken yet: take it now, as late as it can be, or, if a removal
-            # could have cleared it, let it vanish there.
+            # could have cleared it, let it vanish there. Both: its row is there or not, which the next
+            # read settles (``Commuting.maybe_write``), so the search does not try the two apart.
             i = entry - n - 1
-            options = ["take"] if isinstance(state, Rows) else []
-            if (vanish >> i) & 1:
-                options.append("vanish")
             option, resume = resume, 0
-            if option < len(options):
-                new_vanish = vanish
-                if options[option] == "take":
-                    new_state, matches = step(i, state)
-                else:
-                    new_state, matches = state, True
+            new_vanish = vanish
+            matches = option == 0
+            if not matches:
+                pass
+            elif isinstance(state, Rows):
+                new_state = ctx.maybe_write(i, state) if (vanish >> i) & 1 else step(i, state)[0]
+            elif (vanish >> i) & 1:
+                new_state = state
             else:
                 matches = False
         else:
@@ -290,9 +308,13 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
             for writer in forced:
                 done |= 1 << writer
             new_vanish &= ~done
-            key = (done, new_state, new_vanish)
-            if key not in cache:
-                cache.add(key)
+            key = (done, core(new_state))
+            maybe = new_state.maybe if isinstance(new_state, Rows) else 0
+            seen = cache.get(key)
+            if seen is None:
+                seen = cache[key] = []
+            if not any(maybe & ~m == 0 and new_vanish & ~v == 0 for m, v in seen):
+                seen.append((maybe, new_vanish))
                 calls.append((i, state, forced, vanish, option))
                 state, linearized, vanish = new_state, done, new_vanish
                 for writer in forced:
@@ -331,3 +353,28 @@ def search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False
         else:
             entry = nxt[i + 1]
     return Outcome(True, longest, ctx.concrete(longest_state))
+
+
+#: At most this many writes in flight at once, a partition is judged by the plain search (``judge``).
+CROWD = 3
+
+
+def _crowd(ops: Sequence[SubOperation]) -> int:
+    """The most writes of ``ops`` in flight at one instant (touching calls count as concurrent)."""
+    marks = sorted(
+        [(op.invoked, 0) for op in ops if isinstance(op.op, Record | RecordFailure)]
+        + [(op.returned, 1) for op in ops if isinstance(op.op, Record | RecordFailure)]
+    )
+    most = now = 0
+    for _, kind in marks:
+        now += 1 - 2 * kind
+        most = max(most, now)
+    return most
+
+
+def judge(ops: Sequence[SubOperation], budget: Budget) -> Outcome:
+    """``plain_search`` when at most ``CROWD`` writes are ever in flight at once, else ``search``: both are
+    exact (``tests/spec/concurrency/test_commute.py`` holds ``search`` to the plain one), and with so few
+    writes to order the plain search has few orders to try and none of ``search``'s set-up per partition
+    (``Commuting``). Which one judged is not part of the outcome."""
+    return plain_search(ops, budget) if _crowd(ops) <= CROWD else search(ops, budget)

@@ -28,8 +28,10 @@ How (porcupine's design, after Wing & Gong and Lowe):
   whose call is not linearized yet, and memoises ``(linearized set as a bitset, state)`` so that no
   configuration is explored twice. The state is symbolic where writes commute (``_commute``: rows that
   no read has ordered are a set, and a write whose row no other call touches is taken only when a read
-  shows it or it returns), which is exact: ``reference_decide`` is the same verdict by the plain search on
-  the model's ordered states, and a property test holds the two to it.
+  shows it or it returns; one a removal may have cleared is kept as there or not until a read settles
+  it), which is exact: ``reference_decide`` is the same verdict by the plain search on the model's
+  ordered states, and a property test holds the two to it. A partition with at most ``_search.CROWD``
+  writes in flight at once goes to the plain search itself (``_search.judge``).
 * **Unreturned calls** (``returned=None``) may take effect anywhere after their invocation or not at all:
   their return is at +infinity and any result is accepted; the search stops once every returned call is
   linearized (the unreturned rest then take effect "after the end", which nothing observed).
@@ -51,7 +53,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from capture_ledger.spec.concurrency._search import Budget, Outcome, SubOperation, plain_search, search
+from capture_ledger.spec.concurrency._search import Budget, Outcome, SubOperation, judge, plain_search
 from capture_ledger.spec.concurrency._witness import LinearizabilityWitness, counterexample, explain, shrink
 from capture_ledger.spec.concurrency.history import Event, results_match
 from capture_ledger.spec.core.model import (
@@ -272,7 +274,7 @@ def partition(events: Sequence[Event]) -> tuple[dict[str, list[SubOperation]], V
 
 # ------------------------------------------------------------------------------------------------ verdicts
 def _decide(
-    events: Sequence[Event], budget: Budget, searcher: Searcher = search
+    events: Sequence[Event], budget: Budget, searcher: Searcher = judge
 ) -> tuple[Verdict | None, dict[str, list[SubOperation]], str | None]:
     """The partitions and either the verdict (``Ok``, ``Unknown``, or a violation of one event) or, for a
     partition that fails, ``None`` and its rollout ID: the caller builds that violation's witness."""

@@ -14,8 +14,10 @@ import json
 from pathlib import Path
 
 import pytest
+from capture_ledger.impl.cli import history as history_cli
 from capture_ledger.impl.cli.main import main
 from capture_ledger.reference import ReferenceLedger
+from capture_ledger.spec.concurrency import linearizability
 from capture_ledger.spec.concurrency.history import Event, event_to_json
 from capture_ledger.spec.core import model
 from capture_ledger.spec.kit import HistoryJournal, HistoryRecorder
@@ -38,6 +40,26 @@ def test_exit_codes_follow_the_verdict(tmp_path: Path, capsys: pytest.CaptureFix
     bad = [*GOOD, Event(client=1, op=model.HasRows("a"), invoked=4, returned=5, result=model.Ok(False))]
     assert main(["check-history", _write(tmp_path / "bad.jsonl", bad)]) == 1
     assert "Violation(rollout_id='a'" in capsys.readouterr().out
+
+
+def test_the_verdict_is_printed_before_the_witness_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = [*GOOD, Event(client=1, op=model.HasRows("a"), invoked=4, returned=5, result=model.Ok(False))]
+    path = _write(tmp_path / "bad.jsonl", bad)
+    before_witness: list[str] = []
+    explain = linearizability.check_history
+
+    def spy(events: list[Event], **kwargs: object) -> object:
+        before_witness.append(capsys.readouterr().out)  # what was printed before the witness was asked for
+        return explain(events, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(history_cli, "check_history", spy)
+    assert main(["check-history", path]) == 1
+    assert before_witness == ["3 events: Violation(requirement='R-CONC-1')\n"]
+    rest = capsys.readouterr().out.splitlines()
+    assert rest[0].startswith("Violation(rollout_id='a'") and rest[-1] == "])"
+    assert any("HasRows(rollout_id='a')" in line for line in rest)
 
 
 def test_a_history_beyond_the_budget_is_undecided_with_the_budget_spent(
