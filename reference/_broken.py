@@ -5,12 +5,19 @@ it breaks.
 Each is one idea: the reference with one decision changed. ``capture_ledger.reference.mutants`` gives every
 one a factory and a ``Mutant`` record, and is where they are imported from.
 
+Two are not subclasses but wrappers, because their slip is in how handles relate to each other or to the
+process: ``ManifestCachedPerHandle`` (each handle caches manifests and forgets them only on its own writes,
+R-KIT-4) and ``LeaksDescriptorPerHandle`` (each handle opens a descriptor it never closes; what the kit
+says of it depends on the process's descriptor limit, so it is in no registry that expects a requirement).
+
 Not guaranteed: that a mutant breaks *only* its named requirement (a late write that re-creates a ledger
 also skips the warning), or that these are the only bugs the kit catches.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,9 +45,14 @@ __all__ = [
     "DeleteLeavesFence",
     "DuplicatesReportedTwice",
     "FailureAppendedTwice",
+    "FailureBesideItsCallDropped",
     "IdenticalAppendedTwice",
     "LateWriteRecreates",
+    "LeaksDescriptorPerHandle",
     "LooseEquality",
+    "ManifestCachedPerHandle",
+    "ManifestReversed",
+    "ManifestSortedByCall",
     "PartialBatch",
     "RetireReportsRetiredRemoved",
     "RetireSkipsAbsent",
@@ -48,6 +60,7 @@ __all__ = [
     "RetiredManifestEmpty",
     "SilentDiscard",
     "WarningWithoutStagingKey",
+    "release_leaked_descriptors",
 ]
 
 
@@ -152,6 +165,19 @@ class FailureAppendedTwice(ReferenceLedger):
                 rows.append({"kind": "failure", "model_call_id": model_call_id, "reason": reason})
 
 
+class FailureBesideItsCallDropped(ReferenceLedger):
+    """R-WRITE-8: a failure is dropped when its call already has a row (a record, or a failure with another
+    reason), as if failures conflicted; only an identical failure may be left out (R-WRITE-7)."""
+
+    def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
+        validate_rollout_id(rollout_id)
+        validate_failure(model_call_id, reason)
+        with self._lock:
+            known = any(row["model_call_id"] == model_call_id for row in self._rows.get(rollout_id, []))
+        if not known:
+            super().record_failure(rollout_id, model_call_id, reason)
+
+
 # ------------------------------------------------------------------------------- read/admit mutants
 class RetiredManifestEmpty(ReferenceLedger):
     """R-READ-3: the manifest of a Retired rollout reads as empty instead of raising RolloutRetiredError.
@@ -166,6 +192,32 @@ class RetiredManifestEmpty(ReferenceLedger):
         if retired:
             return {"rollout_id": rollout_id, "records": [], "failures": []}
         return super().manifest(rollout_id)
+
+
+def _by_call(rows: list[Any]) -> list[Any]:
+    return sorted(rows, key=lambda row: str(row.get("model_call_id")))
+
+
+class ManifestSortedByCall(ReferenceLedger):
+    """R-READ-2: the manifest lists records and failures sorted by ``model_call_id`` ("they come out sorted
+    anyway"), not in append order."""
+
+    def manifest(self, rollout_id: str) -> Manifest:
+        found = super().manifest(rollout_id)
+        return {
+            "rollout_id": found["rollout_id"],
+            "records": _by_call(list(found["records"])),
+            "failures": _by_call(list(found["failures"])),
+        }
+
+
+class ManifestReversed(ReferenceLedger):
+    """R-READ-2: the manifest lists records and failures newest first."""
+
+    def manifest(self, rollout_id: str) -> Manifest:
+        found = super().manifest(rollout_id)
+        records, failures = list(found["records"]), list(found["failures"])
+        return {"rollout_id": found["rollout_id"], "records": records[::-1], "failures": failures[::-1]}
 
 
 class RetiredHasRowsFalse(ReferenceLedger):
@@ -275,3 +327,88 @@ class DeleteLeavesFence(ReferenceLedger):
         batch = validate_rollout_ids(rollout_ids)
         with self._lock:
             return self._remove(batch)
+
+
+# ------------------------------------------------------------------------------------ handle mutants
+class ManifestCachedPerHandle:
+    """R-KIT-4: each handle on one shared ledger caches the manifests it reads, and forgets a rollout's only
+    when it writes, retires or deletes that rollout itself. A change another handle (another worker) makes
+    is not seen by this one until it changes the rollout too: the stale read of a per-worker cache.
+
+    Args:
+        shared: the one ledger every handle on a workspace shares.
+    """
+
+    def __init__(self, shared: ReferenceLedger) -> None:
+        self._shared = shared
+        self._manifests: dict[str, Manifest] = {}
+
+    def _forget(self, rollout_ids: object) -> None:
+        items = [rollout_ids] if isinstance(rollout_ids, str) else rollout_ids
+        for rollout_id in items if isinstance(items, list | tuple) else ():
+            if isinstance(rollout_id, str):
+                self._manifests.pop(rollout_id, None)
+
+    def record(self, rollout_id: str, row: Mapping[str, Any]) -> None:
+        self._forget(rollout_id)
+        self._shared.record(rollout_id, row)
+
+    def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
+        self._forget(rollout_id)
+        self._shared.record_failure(rollout_id, model_call_id, reason)
+
+    def admit(self, rollout_id: str, model_call_id: str) -> str | None:
+        return self._shared.admit(rollout_id, model_call_id)
+
+    def manifest(self, rollout_id: str) -> Manifest:
+        cached = self._manifests.get(rollout_id) if isinstance(rollout_id, str) else None
+        if cached is None:
+            cached = self._manifests[rollout_id] = self._shared.manifest(rollout_id)
+        return {
+            "rollout_id": cached["rollout_id"],
+            "records": [dict(row) for row in cached["records"]],
+            "failures": [
+                {"model_call_id": f["model_call_id"], "reason": f["reason"]} for f in cached["failures"]
+            ],
+        }
+
+    def has_rows(self, rollout_id: str) -> bool:
+        return self._shared.has_rows(rollout_id)
+
+    def retire(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        self._forget(rollout_ids)
+        return self._shared.retire(rollout_ids)
+
+    def delete(self, rollout_ids: Sequence[str]) -> RolloutRemoval:
+        self._forget(rollout_ids)
+        return self._shared.delete(rollout_ids)
+
+
+_LEAKED_LOCK = threading.Lock()
+_LEAKED: list[int] = []
+
+
+def release_leaked_descriptors() -> int:
+    """Close every descriptor ``LeaksDescriptorPerHandle`` leaked so far (for tests); return how many."""
+    with _LEAKED_LOCK:
+        leaked, _LEAKED[:] = list(_LEAKED), []
+    for descriptor in leaked:
+        os.close(descriptor)
+    return len(leaked)
+
+
+class LeaksDescriptorPerHandle(ReferenceLedger):
+    """R-KIT-7 when the process runs out: each handle opens a descriptor (of ``os.devnull``) that nothing
+    ever closes, not even ``close()``, as a handle that leaks a lock file would. Correct otherwise, so the
+    kit's verdict depends on how many handles a run opens against the process's descriptor limit: a
+    verdict that the descriptors were exhausted, naming how many handles were open, or none at all.
+    ``release_leaked_descriptors`` closes them (for tests)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        descriptor = os.open(os.devnull, os.O_RDONLY)
+        with _LEAKED_LOCK:
+            _LEAKED.append(descriptor)
+
+    def close(self) -> None:
+        """Closes nothing: the descriptor stays open."""

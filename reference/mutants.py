@@ -15,6 +15,9 @@ Not guaranteed: that these are the only bugs the kit catches, or that a mutant b
 requirement (a late write that re-creates a ledger also skips the warning). Some requirements have no
 mutant because no sequential test can observe them: R-WRITE-6 (when the fence is looked up) and
 R-BATCH-4 (an empty batch touches nothing) are a matter of I/O and are checked by the store's tests.
+``open_leaks_descriptor_per_handle`` is a factory but not in ``MUTANTS``: whether the kit finds anything
+depends on the process's descriptor limit (tests/spec/kit/test_kit_across_examples.py runs it under a low
+one, where the verdict is R-KIT-7, the descriptors exhausted).
 """
 
 from __future__ import annotations
@@ -32,9 +35,14 @@ from capture_ledger.reference._broken import (
     DeleteLeavesFence,
     DuplicatesReportedTwice,
     FailureAppendedTwice,
+    FailureBesideItsCallDropped,
     IdenticalAppendedTwice,
     LateWriteRecreates,
+    LeaksDescriptorPerHandle,
     LooseEquality,
+    ManifestCachedPerHandle,
+    ManifestReversed,
+    ManifestSortedByCall,
     PartialBatch,
     RetiredHasRowsFalse,
     RetiredManifestEmpty,
@@ -42,6 +50,7 @@ from capture_ledger.reference._broken import (
     RetireSkipsAbsent,
     SilentDiscard,
     WarningWithoutStagingKey,
+    release_leaked_descriptors,
 )
 from capture_ledger.reference._ledger import ReferenceLedger
 from capture_ledger.spec.kit.sequential import LedgerFactory
@@ -55,9 +64,14 @@ __all__ = [
     "DeleteLeavesFence",
     "DuplicatesReportedTwice",
     "FailureAppendedTwice",
+    "FailureBesideItsCallDropped",
     "IdenticalAppendedTwice",
     "LateWriteRecreates",
+    "LeaksDescriptorPerHandle",
     "LooseEquality",
+    "ManifestCachedPerHandle",
+    "ManifestReversed",
+    "ManifestSortedByCall",
     "Mutant",
     "PartialBatch",
     "RetireReportsRetiredRemoved",
@@ -67,8 +81,10 @@ __all__ = [
     "SilentDiscard",
     "WarningWithoutStagingKey",
     "open_async_reference",
+    "open_leaks_descriptor_per_handle",
     "open_reference",
     "open_shared_reference",
+    "release_leaked_descriptors",
 ]
 
 
@@ -136,6 +152,33 @@ def open_loose_equality(workspace: Path) -> LooseEquality:
 def open_failure_appended_twice(workspace: Path) -> FailureAppendedTwice:
     """Factory of ``FailureAppendedTwice``."""
     return FailureAppendedTwice()
+
+
+def open_failure_beside_its_call_dropped(workspace: Path) -> FailureBesideItsCallDropped:
+    """Factory of ``FailureBesideItsCallDropped``."""
+    return FailureBesideItsCallDropped()
+
+
+def open_manifest_sorted_by_call(workspace: Path) -> ManifestSortedByCall:
+    """Factory of ``ManifestSortedByCall``."""
+    return ManifestSortedByCall()
+
+
+def open_manifest_reversed(workspace: Path) -> ManifestReversed:
+    """Factory of ``ManifestReversed``."""
+    return ManifestReversed()
+
+
+def open_manifest_cached_per_handle(workspace: Path) -> ManifestCachedPerHandle:
+    """R-KIT-4: a handle on the workspace's one shared ledger (``open_shared_reference``) with a manifest
+    cache of its own, stale once another handle changes a rollout (``ManifestCachedPerHandle``)."""
+    return ManifestCachedPerHandle(open_shared_reference(workspace))
+
+
+def open_leaks_descriptor_per_handle(workspace: Path) -> LeaksDescriptorPerHandle:
+    """Factory of ``LeaksDescriptorPerHandle`` (not in ``MUTANTS``: its verdict depends on the process's
+    descriptor limit; ``release_leaked_descriptors`` closes what it leaked)."""
+    return LeaksDescriptorPerHandle()
 
 
 def open_retired_manifest_empty(workspace: Path) -> RetiredManifestEmpty:
@@ -241,7 +284,14 @@ MUTANTS: Mapping[str, Mutant] = {
         _mutant("silent_discard", "R-WRITE-5", "a discarded write logs no warning"),
         _mutant("warning_without_staging_key", "R-WRITE-5", "the warning omits the staging key"),
         _mutant("failure_appended_twice", "R-WRITE-7", "an identical failure is appended again"),
+        _mutant(
+            "failure_beside_its_call_dropped",
+            "R-WRITE-8",
+            "a failure is dropped when its call already has a record or another failure",
+        ),
         _mutant("admit_ignores_fence", "R-ADMIT-2", "admission returns a key for a fenced rollout"),
+        _mutant("manifest_sorted_by_call", "R-READ-2", "the manifest's rows are sorted by model_call_id"),
+        _mutant("manifest_reversed", "R-READ-2", "the manifest lists its rows newest first"),
         _mutant("retired_manifest_empty", "R-READ-3", "a Retired manifest reads empty"),
         _mutant("retired_has_rows_false", "R-READ-4", "has_rows of a Retired rollout is False"),
         _mutant("retire_skips_absent", "R-RETIRE-2", "retire does not fence IDs that never recorded"),
@@ -251,5 +301,11 @@ MUTANTS: Mapping[str, Mutant] = {
             "async_late_write_recreates", "R-WRITE-4", "late_write_recreates behind async methods (R-KIT-5)"
         ),
         _mutant("handles_not_shared", "R-KIT-4", "each handle is its own ledger", handles=2),
+        _mutant(
+            "manifest_cached_per_handle",
+            "R-KIT-4",
+            "each handle caches manifests, forgotten only on its own writes",
+            handles=2,
+        ),
     )
 }

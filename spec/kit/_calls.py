@@ -24,6 +24,12 @@ The budget: ``DEFAULT_CALL_BUDGET`` (30 s, about a thousand times the slowest ca
 retire with its directory syncs on a loaded machine) unless ``CAPTURE_LEDGER_CALL_BUDGET`` names another
 number of seconds (``inf`` for none), or the caller passes ``call_budget``.
 
+A resource the ledger exhausted (``exhausted``: ``MemoryError``, an ``OSError`` of ``EMFILE``, ``ENFILE``,
+``ENOMEM``, ``ENOSPC`` or ``EDQUOT``, a thread that cannot be started, anywhere in an exception's chain of
+causes) raises ``ResourceExhausted`` in the machine, a ``BaseException`` for the same reason as
+``CallHung``: exhaustion builds up across examples, so a re-run of the program would not reproduce it and
+shrinking would only make Hypothesis report the run as flaky.
+
 Not guaranteed: that an abandoned call stops; it may still run, and log, after the kit has reported it.
 Handing a call to the worker costs tens of microseconds.
 """
@@ -31,6 +37,7 @@ Handing a call to the worker costs tens of microseconds.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import math
@@ -47,8 +54,10 @@ __all__ = [
     "CallRunner",
     "Opaque",
     "Outcome",
+    "ResourceExhausted",
     "call_budget",
     "error_text",
+    "exhausted",
     "plain",
 ]
 
@@ -92,6 +101,51 @@ class CallHung(BaseException):  # not an error of the kit: a verdict that stops 
         self.what = what
         self.budget = budget
         self.program: tuple[str, ...] = ()
+
+
+class ResourceExhausted(BaseException):  # a verdict that stops the search, as CallHung does
+    """A call of the ledger (or the kit after the ledger's calls) ran out of a resource of the process.
+
+    ``what`` is the call, ``resource`` what ran out (``exhausted``'s words), ``error`` the exception's
+    ``"Class: message"``; ``program`` (the steps that led to the call) and ``detail`` (how many handles
+    were open) are filled in by the conformance machine.
+    """
+
+    def __init__(self, what: str, resource: str, error: str) -> None:
+        super().__init__(f"{what} raised {error}: {resource} exhausted")
+        self.what = what
+        self.resource = resource
+        self.error = error
+        self.program: tuple[str, ...] = ()
+        self.detail = ""
+
+
+#: The ``errno`` values that mean a resource of the process or the machine ran out, and their words.
+_EXHAUSTED_ERRNOS = {
+    errno.EMFILE: "file descriptors of the process (EMFILE)",
+    errno.ENFILE: "file descriptors of the system (ENFILE)",
+    errno.ENOMEM: "memory (ENOMEM)",
+    errno.ENOSPC: "space on the device (ENOSPC)",
+    errno.EDQUOT: "disk quota (EDQUOT)",
+}
+
+
+def exhausted(error: BaseException | None) -> str | None:
+    """What resource ``error`` (or an exception in its chain of causes and contexts) says ran out, else
+    ``None``. Reads only the exceptions' classes, ``errno`` attributes and ``args``: no code of theirs."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen and len(seen) < 16:
+        seen.add(id(error))
+        if isinstance(error, MemoryError):
+            return "memory (MemoryError)"
+        number = error.errno if isinstance(error, OSError) else None
+        if type(number) is int and number in _EXHAUSTED_ERRNOS:
+            return _EXHAUSTED_ERRNOS[number]
+        first = error.args[0] if isinstance(error, RuntimeError) and error.args else None
+        if type(first) is str and first.startswith("can't start new thread"):
+            return "threads (can't start new thread)"
+        error = error.__cause__ or error.__context__
+    return None
 
 
 @dataclass(frozen=True, slots=True)

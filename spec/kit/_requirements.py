@@ -103,11 +103,13 @@ SCOPE: tuple[Scope, ...] = (
     Scope(requirement="R-KIT-4", handles=2),
     Scope(requirement="R-KIT-7"),
     Scope(requirement="R-KIT-8"),
+    Scope(requirement="R-KIT-14"),
 )
 
-#: Requirements whose failure ends a run: the kit cannot go on past a factory or ``close`` that fails
-#: (R-KIT-7) or a call that hung (R-KIT-8), so ``--all`` stops there.
-UNTOLERABLE = frozenset({"R-KIT-7", "R-KIT-8"})
+#: Requirements whose failure ends a run: the kit cannot go on past a factory or ``close`` that fails or a
+#: resource the ledger exhausted (R-KIT-7), a call that hung (R-KIT-8) or a ledger that behaves differently
+#: on one program twice (R-KIT-14), so ``--all`` stops there.
+UNTOLERABLE = frozenset({"R-KIT-7", "R-KIT-8", "R-KIT-14"})
 
 
 def checked(operations: Iterable[str], handles: int) -> tuple[tuple[str, ...], tuple[str, ...]]:

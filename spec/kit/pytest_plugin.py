@@ -40,7 +40,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retire", ("R-RETIRE-",)),
     ("delete", ("R-DELETE-",)),
     ("handles", ("R-KIT-4",)),
-    ("calls", ("R-KIT-7", "R-KIT-8")),
+    ("calls", ("R-KIT-7", "R-KIT-8", "R-KIT-14")),
 )
 
 _VERDICT = pytest.StashKey[Any]()

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from capture_ledger.spec.kit.sequential._classify import call_requirement, change_requirement, named_ids
+from capture_ledger.spec.kit.sequential._classify import (
+    call_requirement,
+    change_requirement,
+    misordered,
+    named_ids,
+    single_id_operation,
+)
 from capture_ledger.spec.kit.sequential._conformance import (
     KitError,
     LedgerFactory,
@@ -44,7 +50,9 @@ __all__ = [
     "json_values",
     "judge_ledger",
     "kit_settings",
+    "misordered",
     "named_ids",
     "rollout_ids",
     "rule_names",
+    "single_id_operation",
 ]

@@ -16,7 +16,13 @@ The machine sees a ledger go wrong in two places, and each has its rule:
   (``change_requirement``), since every state change of an ID is made by an operation naming it. So one
   bug is reported once, under its own requirement, instead of as the read-back it later spoils.
   ``handles > 1``: if that operation's handle reads the state as the model says while another handle does
-  not, the handles do not share one ledger: R-KIT-4.
+  not, the handles do not share one ledger: R-KIT-4 (checked first: a stale read on one handle is not the
+  read's own slip). A manifest that lists exactly the model's records and failures in another order
+  (``misordered``) is the manifest's own slip, R-READ-2, whatever the last operation was: rows appended in
+  the wrong place and rows read in the wrong order look the same from outside.
+* **A write's requirement** (``_write``): a ``record_failure`` whose call already has a record, or a
+  failure with another reason, is R-WRITE-8 (failures never conflict: it must be appended); any other
+  failure, R-WRITE-7.
 
 Pure functions over the model's values. Not guaranteed: that a ledger with several bugs on one ID has each
 attributed to its own requirement (the first one seen taints the ID, ``machine``).
@@ -45,12 +51,20 @@ from capture_ledger.spec.core.model import (
     Retire,
     Retired,
     RolloutState,
+    manifest_value_of,
     rollout_ids_of,
     step,
 )
 from capture_ledger.spec.core.rows import validate_row
 
-__all__ = ["call_requirement", "change_requirement", "named_ids", "state_kind"]
+__all__ = [
+    "call_requirement",
+    "change_requirement",
+    "misordered",
+    "named_ids",
+    "single_id_operation",
+    "state_kind",
+]
 
 
 def named_ids(op: Operation) -> list[str]:
@@ -76,6 +90,35 @@ def _valid(rollout_id: str) -> bool:
     return True
 
 
+def single_id_operation(name: str, rollout_id: object) -> Operation:
+    """The operation of the single-ID method ``name`` on ``rollout_id``, with fixed valid arguments
+    otherwise (a write of call ``m0``): the read-back's reads and the machine's invalid-ID rule."""
+    if name == "record":
+        return Record(rollout_id, {"model_call_id": "m0"})
+    if name == "record_failure":
+        return RecordFailure(rollout_id, "m0", "timeout")
+    if name == "admit":
+        return Admit(rollout_id, "m0")
+    return HasRows(rollout_id) if name == "has_rows" else ReadManifest(rollout_id)
+
+
+def misordered(state: RolloutState, manifest: object) -> bool:
+    """Whether ``manifest`` (what a ledger's ``manifest`` returned, as plain data) lists exactly the
+    records and the failures of the Live ``state``, each list as a multiset, but not both in append order:
+    the manifest's own slip (R-READ-2)."""
+    if not isinstance(state, Live) or not isinstance(manifest, dict):
+        return False
+    try:
+        got = manifest_value_of(manifest)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
+    records = [e.canonical for e in state.entries if isinstance(e, RecordEntry)]
+    failures = [(e.model_call_id, e.reason) for e in state.entries if isinstance(e, FailureEntry)]
+    if (list(got.records), list(got.failures)) == (records, failures):
+        return False
+    return sorted(got.records) == sorted(records) and sorted(got.failures) == sorted(failures)
+
+
 def state_kind(state: RolloutState) -> str:
     """``"absent"``, ``"live"`` or ``"retired"``: what ``has_rows`` and ``manifest`` can tell apart."""
     if isinstance(state, Retired):
@@ -96,6 +139,12 @@ def _write(op: Record | RecordFailure, state: RolloutState) -> str:
     if isinstance(state, Retired):
         return "R-WRITE-4"
     if isinstance(op, RecordFailure):
+        beside = state.entries if isinstance(state, Live) else ()
+        for e in beside:
+            if e.model_call_id == op.model_call_id and (
+                isinstance(e, RecordEntry) or (isinstance(e, FailureEntry) and e.reason != op.reason)
+            ):
+                return "R-WRITE-8"  # a failure beside a record or another failure of its call
         return "R-WRITE-7"
     try:
         call = validate_row(op.row)["model_call_id"]

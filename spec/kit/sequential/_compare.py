@@ -33,11 +33,13 @@ __all__ = ["Read", "difference", "kind_seen", "warning_problem"]
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One read of a read-back: what differs from the model (``None``: nothing) and the kind of state it
-    shows when it is wrong (``classify.state_kind``'s, or ``other``; empty for a right read)."""
+    """One read of a read-back: what differs from the model (``None``: nothing), the kind of state it
+    shows when it is wrong (``classify.state_kind``'s, or ``other``; empty for a right read), and what it
+    returned then, as plain data (``None`` for a right read)."""
 
     problem: str | None
     kind: str
+    value: object = None
 
 
 def _describe(result: Result) -> str:

@@ -15,8 +15,13 @@ requirements already found (``machine``'s tainting) and searches again, until a 
 so each broken requirement is reported once with its own shrunk counterexample.
 
 Every verdict is an ``AssertionError`` (R-KIT-6), whatever the ledger did; an error of the kit or of
-Hypothesis is a ``KitError``, never a verdict (R-KIT-7). Not checked: durability across crashes
-(``crash``), concurrent calls (``interleave``, ``stress``), or speed.
+Hypothesis is a ``KitError``, never a verdict (R-KIT-7). Three things the ledger does across examples are
+verdicts too, each with the program that showed it, not shrunk: a resource it exhausted (R-KIT-7, with how
+many of its handles were open, ``runs.Counts``; also when the kit's own code is the one that finds the
+descriptors or the memory gone, since the kit holds a bounded number of each per run), and behaving
+differently on the same program twice, which Hypothesis reports as ``Flaky`` (R-KIT-14, with the failing
+run's program as the machine ran it). Not checked: durability across crashes (``crash``), concurrent calls
+(``interleave``, ``stress``), or speed.
 """
 
 from __future__ import annotations
@@ -29,14 +34,21 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit._calls import CALL_BUDGET_ENV, CallHung, CallRunner
+from capture_ledger.spec.kit._calls import (
+    CALL_BUDGET_ENV,
+    CallHung,
+    CallRunner,
+    ResourceExhausted,
+    exhausted,
+)
 from capture_ledger.spec.kit._calls import call_budget as resolve_call_budget
 from capture_ledger.spec.kit._operations import ProtocolCheck, check_protocol, select_operations
 from capture_ledger.spec.kit._requirements import SCOPE, UNTOLERABLE, NonConformance, checked
 from capture_ledger.spec.kit.sequential._machine import Counts, LedgerFactory, conformance_machine
 from capture_ledger.spec.kit.sequential._verdict import Broken, LedgerVerdict, count_steps, quoted
-from hypothesis import reporting
+from hypothesis import HealthCheck, reporting
 from hypothesis import settings as Settings  # noqa: N812
+from hypothesis.errors import Flaky
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 __all__ = [
@@ -162,6 +174,59 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def _stop_in(error: BaseException) -> CallHung | ResourceExhausted | None:
+    """A hung call or an exhausted resource in ``error``'s chain of contexts: Hypothesis, seeing the run
+    end early, may raise ``FlakyStrategyDefinition`` from it."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, CallHung | ResourceExhausted):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
+def _stopped(stop: CallHung | ResourceExhausted, header: list[str]) -> Broken:
+    """The verdict on a run the ledger stopped: a hung call (R-KIT-8) or an exhausted resource (R-KIT-7),
+    with the program that led to it, not shrunk."""
+    program = ["state = LedgerConformance()", *stop.program, "state.teardown()"]
+    if isinstance(stop, CallHung):
+        what = (
+            f"R-KIT-8: CallHung: {stop} (the per-call budget; set call_budget= or ${CALL_BUDGET_ENV}). "
+            "The call was abandoned on its thread and the handles were not closed"
+        )
+        return _broken("R-KIT-8", what, header, program, shrunk=False)
+    what = (
+        f"R-KIT-7: {stop} ({stop.detail}). Not shrunk: an exhausted resource builds up across examples, "
+        "so a re-run of the program would not reproduce it"
+    )
+    return _broken("R-KIT-7", what, header, program, shrunk=False)
+
+
+def _flaky(error: BaseException, header: list[str], counts: Counts) -> Broken:
+    """The R-KIT-14 verdict on a ledger Hypothesis found behaving differently on one program twice, with
+    the program of the failing run (the one inside a ``FlakyFailure``, else the latest), not shrunk."""
+    inner = _first_verdict(error)
+    found = counts.program_of(str(inner) if inner is not None else None) or counts.program_of(None)
+    said = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
+    if found is None:
+        what = (
+            f"R-KIT-14: Hypothesis ran a program twice and the ledger behaved differently ({said}); no run "
+            "failed, so there is no failing program to replay"
+        )
+        return _broken("R-KIT-14", what, header, ["state = LedgerConformance()"], shrunk=False)
+    _, message, steps = found
+    what = (
+        f"R-KIT-14: the ledger behaved differently when Hypothesis ran the same program again ({said}). A "
+        f"run of the program below failed with {message[:600]}; a run of the same steps then did not fail "
+        "the same way. Look for state that outlives a handle or a workspace (a module-level cache or "
+        "counter, the process's descriptors), randomness or the clock. Not shrunk"
+    )
+    program = ["state = LedgerConformance()", *steps, "state.teardown()"]
+    return _broken("R-KIT-14", what, header, program, shrunk=False)
+
+
 def _broken(
     requirement: str, what: str, header: list[str], program: list[str], *, shrunk: bool = True
 ) -> Broken:
@@ -259,9 +324,13 @@ def kit_settings(settings: Settings | None = None) -> Settings:
     One bug per round, shrunk on its own (with ``report_multiple_bugs`` Hypothesis would stop searching soon
     after the first bug; docs/kit.md §Every broken requirement). And no deadline, whatever the profile or
     the caller says: the kit bounds each call itself (R-KIT-8, the per-call budget), and Hypothesis's
-    deadline (200 ms by default) would fail a slow but correct ledger on a loaded machine.
+    deadline (200 ms by default) would fail a slow but correct ledger on a loaded machine. For the same
+    reason the ``too_slow`` health check is off: the kit's own strategies are fast, so only the ledger's
+    calls could make a run slow.
     """
-    return Settings(settings or Settings(), report_multiple_bugs=False, deadline=None)
+    base = settings or Settings()
+    suppressed = [*base.suppress_health_check, HealthCheck.too_slow]
+    return Settings(base, report_multiple_bugs=False, deadline=None, suppress_health_check=suppressed)
 
 
 def _rounds(  # noqa: PLR0913 - one search round's inputs and accumulators, all keyword-only
@@ -290,19 +359,32 @@ def _rounds(  # noqa: PLR0913 - one search round's inputs and accumulators, all 
         )
         header = _header(name, handles, operations, tolerate)
         lines: list[object] = []
+        counts.forget_failures()
         try:
             with reporting.with_reporter(lines.append):
                 run_state_machine_as_test(machine, settings=chosen)
-        except CallHung as hung:
-            program = ["state = LedgerConformance()", *hung.program, "state.teardown()"]
-            what = (
-                f"R-KIT-8: CallHung: {hung} (the per-call budget; set call_budget= or ${CALL_BUDGET_ENV}). "
-                "The call was abandoned on its thread and the handles were not closed"
-            )
-            broken.append(_broken("R-KIT-8", what, header, program, shrunk=False))
+        except (CallHung, ResourceExhausted) as stop:
+            broken.append(_stopped(stop, header))
             return
         except Exception as error:
+            ended = _stop_in(error)  # Hypothesis may report a stop as flaky: the stop is the verdict
+            if ended is not None:
+                broken.append(_stopped(ended, header))
+                return
+            if isinstance(error, Flaky):
+                broken.append(_flaky(error, header, counts))
+                return
             verdict = _first_verdict(error)
+            resource = exhausted(error) if verdict is None else None
+            if resource is not None:
+                what = (
+                    f"R-KIT-7: the kit's own code raised {_first_line(error)[:300]}: {resource} exhausted, "
+                    f"after the ledger's calls ({counts.handles_note(0)}); the kit holds a bounded number "
+                    "of descriptors and a bounded amount of memory per run"
+                )
+                program = ["state = LedgerConformance()"]
+                broken.append(_broken("R-KIT-7", what, header, program, shrunk=False))
+                return
             if verdict is None:
                 raise KitError(
                     f"the conformance kit failed before reaching a verdict on the ledger opened by {name}: "

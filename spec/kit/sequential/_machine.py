@@ -18,17 +18,19 @@ operation naming one is skipped (IDs never interact, R-CONC-1, so the rest of th
 ``check_ledger(..., every=True)`` uses that to find each broken requirement in turn.
 
 The ledger's code runs only on the worker thread of ``calls.CallRunner``; whatever it does is a verdict,
-and an error raised in the kit's own frames is the kit's (R-KIT-7, R-KIT-8).
+and an error raised in the kit's own frames is the kit's (R-KIT-7, R-KIT-8). A call that exhausts a
+resource (``calls.exhausted``) raises ``calls.ResourceExhausted`` with the program and how many handles
+were open (``runs.Counts``), and stops the search at once (R-KIT-7). Teardown closes each handle and then
+drops every reference the machine holds to it, so that a ledger without ``close`` is collected (and its
+own finalizers run) when the example ends, not when Hypothesis lets go of the machine.
 Not checked: durability across crashes, concurrent calls, or speed.
 """
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,16 +50,20 @@ from capture_ledger.spec.core.model import (
     step_rollout,
 )
 from capture_ledger.spec.core.protocol import OPERATIONS
-from capture_ledger.spec.kit._calls import CallHung, CallRunner, Outcome, error_text
+from capture_ledger.spec.kit._calls import CallHung, CallRunner, Outcome, ResourceExhausted, error_text
 from capture_ledger.spec.kit._calls import call_budget as resolve_call_budget
-from capture_ledger.spec.kit._requirements import fail
+from capture_ledger.spec.kit._requirements import NonConformance, fail
 from capture_ledger.spec.kit.sequential._classify import (
     call_requirement,
     change_requirement,
+    misordered,
     named_ids,
+    single_id_operation,
     state_kind,
 )
 from capture_ledger.spec.kit.sequential._compare import Read, difference, kind_seen, warning_problem
+from capture_ledger.spec.kit.sequential._runs import Counts
+from capture_ledger.spec.kit.sequential._runs import logged as _logged
 from capture_ledger.spec.kit.sequential._strategies import (
     invalid_rollout_ids,
     invalid_rows,
@@ -78,37 +84,7 @@ LOOKALIKES: tuple[object, ...] = (1, 1.0, True)
 
 _SINGLE = ("record", "record_failure", "admit", "manifest", "has_rows")
 
-_Rule = TypeVar("_Rule", bound=Callable[..., Any])
 _T = TypeVar("_T")
-
-
-@dataclass(slots=True)
-class Counts:
-    """What a machine class ran: examples (machines built) and steps (rule calls)."""
-
-    examples: int = 0
-    steps: int = 0
-
-
-def _read_op(name: str, rollout_id: str) -> Operation:
-    """The read-back's read ``name`` (``has_rows`` or ``manifest``) of ``rollout_id``."""
-    return HasRows(rollout_id) if name == "has_rows" else ReadManifest(rollout_id)
-
-
-def _logged(function: _Rule) -> _Rule:
-    """Note each call of a rule or invariant as a line of the program, for a counterexample that
-    Hypothesis does not print (a hung call, R-KIT-8), and count the rules run."""
-    invariant_check = function.__name__.startswith("every_")
-
-    @functools.wraps(function)
-    def logged(self: Any, **arguments: Any) -> Any:
-        shown = ", ".join(f"{name}={value!r}" for name, value in arguments.items())
-        self._steps.append(f"state.{function.__name__}({shown})")
-        if not invariant_check:
-            self._counts.steps += 1
-        return function(self, **arguments)
-
-    return logged  # type: ignore[return-value]
 
 
 def conformance_machine(
@@ -172,6 +148,7 @@ def conformance_machine(
             self._last: dict[str, tuple[int, Operation, LedgerState]] = {}
             self._tainted: set[str] = set()
             self._pending: tuple[str, list[str]] | None = None
+            self._stopped = False  # a resource ran out: teardown's closes are no verdict of their own
             self._handles: list[Any] = []
             try:
                 for _ in range(handles):
@@ -190,48 +167,68 @@ def conformance_machine(
                     hung.program = tuple(self._steps)
                 raise
 
+        def _stop_if_exhausted(self, what: str, error: BaseException | None) -> None:
+            """Raise ``ResourceExhausted`` when ``error`` says a resource ran out (R-KIT-7)."""
+            stop = counted.exhaustion(what, error, self._steps, len(self._handles))
+            if stop is not None:
+                self._stopped = True
+                raise stop
+
         def _open(self) -> Any:
-            def job() -> tuple[Any, str | None]:
+            def job() -> tuple[Any, str | None, BaseException | None]:
                 try:
                     ledger = self._calls.await_value(open_ledger(self._workspace))
                     missing = [name for name in chosen if not callable(getattr(ledger, name, None))]
                 except BaseException as error:  # the factory's failure is a verdict
-                    return None, f"raised {error_text(error)}"
+                    return None, f"raised {error_text(error)}", error
                 if missing:
-                    return None, (
-                        f"returned {type(ledger).__name__}, which lacks methods of CaptureLedger: "
-                        + ", ".join(missing)
+                    return (
+                        None,
+                        (
+                            f"returned {type(ledger).__name__}, which lacks methods of CaptureLedger: "
+                            + ", ".join(missing)
+                        ),
+                        None,
                     )
-                return ledger, None
+                return ledger, None, None
 
-            ledger, problem = self._run("open_ledger(workspace)", job)
+            ledger, problem, error = self._run("open_ledger(workspace)", job)
+            self._stop_if_exhausted("open_ledger(workspace)", error)
             if problem is not None:
                 fail("R-KIT-7", f"open_ledger {problem}")
+            counted.opened_one(ledger)
             return ledger
 
         def _close(self, ledger: Any) -> None:
-            def job() -> str | None:
+            def job() -> tuple[bool, str | None, BaseException | None]:
                 try:
                     close = getattr(ledger, "close", None)
                     if callable(close):
                         self._calls.await_value(close())
                 except BaseException as error:  # the ledger's failure is a verdict
-                    return error_text(error)
-                return None
+                    return True, error_text(error), error
+                return callable(close), None, None
 
-            problem = self._run("close()", job)
+            closable, problem, error = self._run("close()", job)
+            self._stop_if_exhausted("close()", error)
             if problem is not None:
                 fail("R-KIT-7", f"close() of a handle raised {problem}")
+            if closable:
+                counted.closed += 1
+            else:
+                counted.unclosable += 1
 
         def _call(self, handle: int, op: Operation) -> Outcome:
             ledger = self._handles[handle]
-            return self._run(
-                f"handle {handle}: {op!r}", lambda: self._calls.outcome(lambda: apply_operation(ledger, op))
-            )
+            what = f"handle {handle}: {op!r}"
+            outcome = self._run(what, lambda: self._calls.outcome(lambda: apply_operation(ledger, op)))
+            self._stop_if_exhausted(what, outcome.error)
+            return outcome
 
         def _broken(self, requirement: str, what: str, ids: list[str]) -> None:
             """Fail with ``requirement``, or, when it is tolerated, taint ``ids`` and go on."""
             if requirement not in tolerated:
+                counted.failed(requirement, f"{requirement}: {what}", tuple(self._steps))
                 fail(requirement, what)
             self._tainted.update(ids)
 
@@ -274,7 +271,7 @@ def conformance_machine(
             it shows."""
             found: dict[str, Read] = {}
             for name in reads:
-                op = _read_op(name, rollout_id)
+                op = single_id_operation(name, rollout_id)
                 outcome = self._call(handle, op)
                 problem = difference(op, expected[name], outcome)
                 if problem is None and (outcome.warnings or outcome.problem):
@@ -284,7 +281,7 @@ def conformance_machine(
                 if problem is None:  # a right read shows the model's kind: nothing to work out
                     found[name] = Read(None, "")
                 else:
-                    found[name] = Read(f"{name} {problem}", kind_seen(op, outcome))
+                    found[name] = Read(f"{name} {problem}", kind_seen(op, outcome), outcome.value)
             return found
 
         def _read_back(self, rollout_id: str) -> None:
@@ -306,14 +303,17 @@ def conformance_machine(
             last = self._last.get(rollout_id)
             # has_rows and manifest disagree about the kind of state (the one the model disagrees with is
             # the wrong read), or no operation named the ID: the read is wrong.
-            if (len(wrong) == 1 and right and found[wrong[0]].kind != kind) or last is None:
-                return call_requirement(_read_op(wrong[0], rollout_id), self._model), ""
-            changer, op, before = last
-            if changer != handle:
+            if last is not None and last[0] != handle:
+                changer = last[0]
                 again = self._reads(changer, rollout_id, self._expected(rollout_id))
                 if not any(read.problem for read in again.values()):
                     note = f" (handle {changer}, which made the change, reads it as the model says)"
                     return "R-KIT-4", note
+            if "manifest" in wrong and misordered(self._model.get(rollout_id), found["manifest"].value):
+                return "R-READ-2", " (the model's rows, in another order than they were appended)"
+            if (len(wrong) == 1 and right and found[wrong[0]].kind != kind) or last is None:
+                return call_requirement(single_id_operation(wrong[0], rollout_id), self._model), ""
+            changer, op, before = last
             note = f" (the state left by the last operation naming it: handle {changer}: {op!r})"
             return change_requirement(op, before, rollout_id), note
 
@@ -448,18 +448,7 @@ def conformance_machine(
             @rule(handle=handle_indexes, operation=st.sampled_from(singles), rollout_id=invalid_rollout_ids())
             @_logged
             def invalid_rollout_id(self, handle: int, operation: str, rollout_id: object) -> None:
-                op: Operation
-                if operation == "record":
-                    op = Record(rollout_id, {"model_call_id": "m0"})
-                elif operation == "record_failure":
-                    op = RecordFailure(rollout_id, "m0", "timeout")
-                elif operation == "admit":
-                    op = Admit(rollout_id, "m0")
-                elif operation == "manifest":
-                    op = ReadManifest(rollout_id)
-                else:
-                    op = HasRows(rollout_id)
-                self._check(handle, op)
+                self._check(handle, single_id_operation(operation, rollout_id))
 
         if handles > 1:
 
@@ -485,9 +474,14 @@ def conformance_machine(
         def teardown(self) -> None:
             try:
                 if self._calls.usable:  # after a hung or interrupted call, the handles are abandoned
-                    for ledger in self._handles:
-                        self._close(ledger)
+                    while self._handles:
+                        try:
+                            self._close(self._handles.pop())
+                        except (NonConformance, ResourceExhausted):
+                            if not self._stopped:
+                                raise
             finally:
+                self._handles = []  # the kit holds no handle past its example (a ledger without close)
                 try:
                     self._calls.close()
                 finally:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from capture_ledger.reference import ReferenceLedger
+from capture_ledger.reference.mutants import DuplicatesReportedTwice
 from capture_ledger.spec import Manifest, RolloutRemoval, check_ledger
 from capture_ledger.spec.kit import kit_settings
 from hypothesis import settings
@@ -61,6 +62,23 @@ def open_slow(workspace: Path) -> SlowLedger:
     return SlowLedger()
 
 
+class SlowToOpen(ReferenceLedger):
+    """The reference ledger, 0.3 s to open: each example is past Hypothesis's default deadline before its
+    first call."""
+
+    def __init__(self) -> None:
+        time.sleep(0.3)
+        super().__init__()
+
+
+class SlowToOpenAndBroken(DuplicatesReportedTwice):
+    """0.3 s to open, and batches not de-duplicated (R-BATCH-3): the kit shrinks slow examples."""
+
+    def __init__(self) -> None:
+        time.sleep(0.3)
+        super().__init__()
+
+
 @pytest.fixture
 def hypothesis_defaults() -> Iterator[None]:
     previous = settings._current_profile  # the suite's profile (tests/conftest.py), restored after
@@ -83,3 +101,18 @@ def test_the_kit_runs_without_a_deadline_under_hypothesis_defaults(hypothesis_de
 def test_a_slow_ledger_gets_its_verdict_under_hypothesis_defaults(hypothesis_defaults: None) -> None:
     """Each write 0.25 s: past the default deadline in one call; the verdict is the ledger's (it conforms)."""
     check_ledger(open_slow)
+
+
+def test_a_slow_constructor_gets_its_verdict_under_hypothesis_defaults(hypothesis_defaults: None) -> None:
+    """Each example opens a handle in 0.3 s, past the 200 ms default deadline: the verdict is the ledger's."""
+    verdict = check_ledger(lambda workspace: SlowToOpen())
+    assert verdict.conforms and verdict.examples >= 4
+
+
+@pytest.mark.slow  # shrinking runs a few hundred 0.3 s examples (about 90 s)
+def test_a_slow_broken_ledger_is_shrunk_to_its_verdict_under_hypothesis_defaults(
+    hypothesis_defaults: None,
+) -> None:
+    """Shrinking re-runs slow examples; no ``DeadlineExceeded`` and no ``Flaky`` either: R-BATCH-3."""
+    with pytest.raises(AssertionError, match=r"broken: R-BATCH-3\n"):
+        check_ledger(lambda workspace: SlowToOpenAndBroken())

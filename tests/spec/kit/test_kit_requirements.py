@@ -38,6 +38,7 @@ from capture_ledger.spec.kit.sequential import (
     change_requirement,
     factory_name,
     judge_ledger,
+    misordered,
     named_ids,
 )
 from hypothesis import Phase, settings
@@ -91,6 +92,9 @@ STATE = LedgerState.of(
         (Record("a", {"model_call_id": "m0", "value": 1}), "R-WRITE-3"),
         (Record("r", {"model_call_id": "m0"}), "R-WRITE-4"),
         (RecordFailure("a", "", "timeout"), "R-WRITE-7"),
+        (RecordFailure("a", "m1", "timeout"), "R-WRITE-7"),  # the identical failure: not appended twice
+        (RecordFailure("a", "m0", "timeout"), "R-WRITE-8"),  # beside the call's record
+        (RecordFailure("a", "m1", "aborted"), "R-WRITE-8"),  # another reason for the same call
         (Record("a", {"model_call_id": "m1"}), "R-WRITE-8"),  # a record of a call that only failed
         (ReadManifest("b"), "R-READ-1"),
         (ReadManifest("a"), "R-READ-2"),
@@ -120,6 +124,27 @@ def test_a_wrong_state_is_blamed_on_the_last_operation_naming_the_id() -> None:
     assert change_requirement(Record("r", {"model_call_id": "m0"}), STATE, "r") == "R-WRITE-4"
     assert named_ids(Retire(["a", "../x", "a"])) == ["a"]
     assert named_ids(Delete("a")) == ["a"]
+    # A failure missing beside a record of its call: the record_failure's slip, R-WRITE-8.
+    assert change_requirement(RecordFailure("a", "m0", "timeout"), STATE, "a") == "R-WRITE-8"
+
+
+def test_a_manifest_with_the_models_rows_in_another_order_is_misordered() -> None:
+    """R-READ-2 whatever the last operation: the rows are all there, their order is not append order."""
+    rows = (RecordEntry("m1", '{"model_call_id":"m1"}'), RecordEntry("m0", '{"model_call_id":"m0"}'))
+    live = Live((*rows, FailureEntry("m1", "timeout"), FailureEntry("m0", "aborted")))
+    failures = [{"model_call_id": "m1", "reason": "timeout"}, {"model_call_id": "m0", "reason": "aborted"}]
+    right = {
+        "rollout_id": "a",
+        "records": [{"model_call_id": "m1"}, {"model_call_id": "m0"}],
+        "failures": failures,
+    }
+    sorted_records = {**right, "records": [{"model_call_id": "m0"}, {"model_call_id": "m1"}]}
+    reversed_failures = {**right, "failures": failures[::-1]}
+    assert misordered(live, sorted_records) and misordered(live, reversed_failures)
+    assert not misordered(live, right)  # nothing wrong
+    assert not misordered(live, {**right, "records": [{"model_call_id": "m0"}]})  # a row missing
+    assert not misordered(live, {**right, "records": [{"model_call_id": "m0"}] * 2})  # a row twice
+    assert not misordered(RETIRED, sorted_records) and not misordered(live, "garbage")
 
 
 class TwoBugs(DuplicatesReportedTwice, RetiredManifestEmpty):
