@@ -233,11 +233,17 @@ def run_stress(target: str, budget: Budget) -> LayerVerdict:
             "killed",
             seconds,
             len(lines),
-            tuple(dict.fromkeys(_REQUIREMENT.findall(witness))),
+            _named(data, witness),
             lines[0] if lines else "",
         )
     outcome: Outcome = "passed" if verdict == "ok" else "unknown"
     return LayerVerdict("concurrency", outcome, seconds, detail=f"{data.get('calls')} calls")
+
+
+def _named(data: dict[str, Any], witness: str) -> tuple[str, ...]:
+    """The requirement stress named (its JSON ``requirement``) first, then any other the witness cites."""
+    first = [str(data["requirement"])] if data.get("requirement") else []
+    return tuple(dict.fromkeys([*first, *_REQUIREMENT.findall(witness)]))
 
 
 def run_crash(target: str, budget: Budget) -> LayerVerdict:

@@ -36,6 +36,7 @@ from capture_ledger.spec.concurrency.linearizability import (
     check_history,
     decide,
 )
+from capture_ledger.spec.kit.stress._naming import name_violation
 from capture_ledger.spec.kit.stress._running import Call, in_invocation_order
 from capture_ledger.spec.kit.stress._shrink import calls_on, explaining_witness, project
 from capture_ledger.spec.kit.stress._witness import op_text, outcome_text, timeline
@@ -137,18 +138,38 @@ def judge_calls(calls: Sequence[Call], *, budget: int | None = DEFAULT_CHECK_BUD
             "R-CONC-1", found.explanation, tuple(c for c in calls if id(c.event) in chosen), None
         )
     witness, prefix, explained = explaining_witness(calls, rollout_id)
+    mine = calls_on(calls, rollout_id)
+    last = witness[-1]
+    on_id = mine[: mine.index(last) + 1] if last in mine else mine
+    named = name_violation(witness, on_id, rollout_id)
+    if named.sequential:
+        why = f"{named.reason} (of {len(calls)} calls in the round)"
+        return _violation(named.requirement, why, named.calls, rollout_id)
+    witness = _pinned(witness, named.pinned, rollout_id)
     culprit = witness[-1]
     said = f"{op_text(culprit.event.op)} -> {outcome_text(culprit)}"
+    because = f" ({named.requirement}: {named.reason})" if named.reason else ""
     if explained:
         why = (
             f"{said} is impossible at the time it ran, given the {len(witness) - 1} other calls here (of "
             f"{len(calls)} in the round): it would be possible at another moment, but no order of these "
-            "calls that respects real time gives it"
+            f"calls that respects real time gives it{because}"
         )
     else:
         why = (
             f"{said} is impossible given the {prefix - 1} calls on {rollout_id!r} invoked before it, at any "
             f"moment; the calls here (of {len(calls)} in the round) are the fewest that stay non-linearizable"
             + _expected(calls, rollout_id, culprit)
+            + because
         )
-    return _violation("R-CONC-1", why, witness, rollout_id)
+    return _violation(named.requirement, why, witness, rollout_id)
+
+
+def _pinned(witness: tuple[Call, ...], pins: Sequence[Call], rollout_id: str) -> tuple[Call, ...]:
+    """``witness`` with the calls its requirement's name rests on, when it stays non-linearizable."""
+    extra = [c for c in pins if all(c is not w for w in witness)]
+    if not extra:
+        return witness
+    joined = tuple(in_invocation_order([*witness, *extra]))
+    verdict = decide([project(c.event, rollout_id) for c in joined], budget=_EXPLAIN_STEPS)
+    return joined if isinstance(verdict, Violation) else witness

@@ -7,16 +7,20 @@ start the scene together (a barrier), so that the calls of a scene overlap. A ro
 of every kind, in a drawn order, so that every round runs every race; the rest are drawn, with these
 weights, from the races that matter:
 
-- ``late_write`` (3): one client retires the hot ID while the others record rows or failures on it
-  (R-CONC-2: no write re-creates a retired ledger);
+- ``late_write`` (3): two scenes on ``LATE_IDS`` IDs of the scene's own (Absent, unfenced: on a shared
+  ID an earlier scene has often retired, every write is discarded at its first look and the race cannot
+  run): one client makes a call and then retires the IDs one after the other while the others write them;
+  then every client reads two of them or asks for their admission, after the retires returned (R-CONC-2:
+  no write re-creates a retired ledger);
 - ``reuse`` (2): one client deletes the hot ID and then records on it again, while the others write, admit
   or retire it (R-CONC-3: a write after a delete is not removed by an older retire);
 - ``read_during_retire`` (2): one client retires while the others read it (``manifest``, ``has_rows``) or
   ask for admission (R-STATE-2: the fenced state reads as Live and refuses admission);
 - ``shared_batches`` (2): two clients retire or delete batches that share IDs (one with a duplicate ID)
   while the others write to those IDs (R-CONC-1: per-ID linearizable, not atomic across IDs);
-- ``duplicates`` (2): every client records the same row, or the same failure, on the hot ID, or, when
-  ``conflicts`` is on, rows of one model call that differ (R-WRITE-3, R-WRITE-7: one row, or one winner);
+- ``duplicates`` (2): on an ID of the scene's own, every client makes the same ``DUPLICATES`` calls in
+  the same order: the same row, the same failure, or, when ``conflicts`` is on, rows of one model call that
+  differ (R-WRITE-3, R-WRITE-7: one row, or one winner); each position a race of its own;
 - ``retire_vs_reuse`` (3): three scenes in a row on a hot ID of the scene's own: every client writes it;
   then one client retires a batch that starts with it and goes on with every shared ID and ``SPARE_IDS``
   IDs of its own (so its fence of the hot ID comes first and its unlink long after) while another writes
@@ -55,10 +59,11 @@ from capture_ledger.spec.core.model import (
     Record,
     RecordFailure,
     Retire,
+    rollout_ids_of,
 )
 from capture_ledger.spec.core.protocol import OPERATIONS
 
-__all__ = ["SCENE_WEIGHTS", "MixSettings", "Scene", "draw_round", "rollout_ids"]
+__all__ = ["SCENE_WEIGHTS", "MixSettings", "Scene", "draw_round", "rollout_ids", "round_ids"]
 
 #: One scene: the operations of each client, in order.
 Scene = tuple[tuple[Operation, ...], ...]
@@ -66,6 +71,12 @@ Scene = tuple[tuple[Operation, ...], ...]
 #: IDs of its own that a ``retire_vs_reuse`` retire fences after the hot ID and the others: its window
 #: between the hot ID's fence and its unlink, in which a delete and a new write of the hot ID must fall.
 SPARE_IDS = 6
+
+#: Fresh IDs a ``late_write`` scene retires one after the other while the other clients write them.
+LATE_IDS = 3
+
+#: Calls of one model call each client makes, in the same order, in a ``duplicates`` scene: each a race.
+DUPLICATES = 3
 
 #: The scene kinds and their weights (see the module docstring).
 SCENE_WEIGHTS: dict[str, int] = {
@@ -111,6 +122,18 @@ def rollout_ids(count: int) -> tuple[str, ...]:
     return tuple(f"r{i}" for i in range(count))
 
 
+def round_ids(scenes: list[Scene]) -> list[str]:
+    """Every rollout ID the scenes name, in first-seen order (what a read-back after a kill reads)."""
+    seen: dict[str, None] = {}
+    for scene in scenes:
+        for column in scene:
+            for op in column:
+                ids = rollout_ids_of(op)
+                if isinstance(ids, list):
+                    seen.update(dict.fromkeys(ids))
+    return list(seen)
+
+
 class _Drawer:
     """Draws one round's scenes; remembers rows so that duplicates repeat them exactly."""
 
@@ -120,6 +143,7 @@ class _Drawer:
         self.ids = rollout_ids(settings.ids)
         self.has = set(settings.operations)
         self.calls = 0
+        self._kinds: dict[int, float] = {}
 
     def _fresh(self, prefix: str) -> str:
         self.calls += 1
@@ -182,15 +206,13 @@ class _Drawer:
     def scene(self, kind: str) -> list[list[Operation]]:
         n, rng = self.settings.clients, self.rng
         hot = rng.choice(self.ids)
+        if kind == "duplicates":  # an ID of its own, never fenced: on a Retired one every copy is discarded
+            hot = f"q{self.calls + 1}d"
         lead = rng.randrange(n)
         columns: list[list[Operation]] = [[] for _ in range(n)]
         for client in range(n):
             column = columns[client]
-            if kind == "late_write":
-                column += (
-                    [Retire([hot])] if client == lead else [self.write(hot) for _ in range(rng.randint(1, 2))]
-                )
-            elif kind == "reuse":
+            if kind == "reuse":
                 if client == lead:
                     column += [Delete([hot]), self.write(hot)]
                 else:
@@ -208,7 +230,7 @@ class _Drawer:
                 else:
                     column += [self.write(hot), self.write(rng.choice(self.ids))]
             elif kind == "duplicates":
-                column.append(self._duplicate(hot, client))
+                column += [self._duplicate(hot, client, k) for k in range(DUPLICATES)]
             else:
                 column.append(self.any_op(rng.choice(self.ids)))
         return [[self.available(op, hot) for op in column] for column in columns]
@@ -263,13 +285,50 @@ class _Drawer:
             for scene in (first, second, third)
         ]
 
-    def _duplicate(self, hot: str, client: int) -> Operation:
-        # The same call for every client: the drawer's counter is not advanced per client.
-        base = self.calls + 1
-        if "record_failure" in self.has and (self.rng.random() < 0.5 or "record" not in self.has):
+    def late_write(self) -> list[list[list[Operation]]]:
+        """The two scenes of ``late_write`` (see the module docstring)."""
+        n, rng = self.settings.clients, self.rng
+        self.calls += 1
+        # IDs of this scene alone, Absent and unfenced: a shared ID is often Retired by an earlier scene,
+        # and then every write is discarded at its first look and the race cannot run.
+        hot = [f"q{self.calls}l{k}" for k in range(LATE_IDS)]
+        retirer = rng.randrange(n)
+        first: list[list[Operation]] = []
+        for client in range(n):
+            if client == retirer:
+                # A call first, so that the retires land among the writes rather than before them all (on
+                # one event loop, a task that starts first runs first); then one retire per hot ID, each a
+                # chance to fall between a write's look for the fence and its append.
+                delay = self.write(f"q{self.calls}o") if rng.random() < 0.5 else self.read(hot[0])
+                first.append([delay, *(Retire([h]) for h in hot)])
+            else:
+                shift = rng.randrange(LATE_IDS)
+                first.append([self.write(hot[(shift + k) % LATE_IDS]) for k in range(LATE_IDS)])
+        # Then every client reads two of the hot IDs, or asks for their admission: the retires have
+        # returned, so a ledger a late write re-created is seen as such (R-CONC-2), not only by a later
+        # removal's report.
+        second = [
+            [
+                rng.choice([self.read(h), Admit(h, self._fresh("a"))])
+                for h in (hot[client % LATE_IDS], hot[(client + 1) % LATE_IDS])
+            ]
+            for client in range(n)
+        ]
+        return [
+            [[self.available(op, hot[0]) for op in column] for column in scene] for scene in (first, second)
+        ]
+
+    def _duplicate(self, hot: str, client: int, k: int) -> Operation:
+        # The same call for every client: the drawer's counter is not advanced per client, and the choice
+        # of record or failure is drawn once per position ``k``, the same for every client.
+        base = self.calls + 1 + k
+        if client == 0:
+            self._kinds[k] = self.rng.random()
+        draw = self._kinds.get(k, 0.0)
+        if "record_failure" in self.has and (draw < 0.5 or "record" not in self.has):
             return RecordFailure(hot, f"f{base}", "timeout")
-        n = base + (client % 2 if self.settings.conflicts and self.rng.random() < 0.5 else 0)
-        return Record(hot, {"model_call_id": f"m{base}", "n": n})
+        differs = self.settings.conflicts and draw < 0.75 and client % 2 == 1
+        return Record(hot, {"model_call_id": f"m{base}", "n": base + (1 if differs else 0)})
 
 
 def draw_round(settings: MixSettings, seed: int, round_number: int) -> list[Scene]:
@@ -294,12 +353,14 @@ def draw_round(settings: MixSettings, seed: int, round_number: int) -> list[Scen
         kind = first.pop() if first else rng.choices(kinds, weights)[0]
         if kind == "retire_vs_reuse":
             drawn = drawer.retire_vs_reuse()
+        elif kind == "late_write":
+            drawn = drawer.late_write()
         elif kind == "handoff":
             drawn = drawer.handoff()
         else:
             drawn = [drawer.scene(kind)]
         if kind == "duplicates":
-            drawer.calls += 1
+            drawer.calls += DUPLICATES
         for columns in drawn:
             scenes.append(tuple(tuple(column) for column in columns))
             total += sum(len(column) for column in columns)

@@ -37,7 +37,7 @@ from capture_ledger.spec.core.verdicts import Ok, Unknown, Verdict, Violation
 from capture_ledger.spec.kit._targets import TargetError
 from capture_ledger.spec.kit.stress._check import StressReport
 from capture_ledger.spec.kit.stress._judge import StressWitness, judge_calls
-from capture_ledger.spec.kit.stress._mix import MixSettings, rollout_ids
+from capture_ledger.spec.kit.stress._mix import MixSettings, draw_round, round_ids
 from capture_ledger.spec.kit.stress._running import Call
 from capture_ledger.spec.kit.stress._workers import call_from_json, read_journal
 
@@ -206,7 +206,7 @@ def run_processes(  # noqa: PLR0913 - the multi-process runner mirrors stress's 
                     {
                         "kind": "read",
                         "workspace": str(workspace),
-                        "ids": list(rollout_ids(settings.ids)),
+                        "ids": round_ids(draw_round(settings, seed, number)),
                         "operations": list(settings.operations),
                         "budget": budget,
                     }
@@ -224,6 +224,7 @@ def run_processes(  # noqa: PLR0913 - the multi-process runner mirrors stress's 
                             raised=call.raised,
                             ended=call.ended,
                             hung=call.hung,
+                            handle=f"reader/{call.handle}",
                         )
                     )
             recording += time.perf_counter() - started
@@ -234,7 +235,7 @@ def run_processes(  # noqa: PLR0913 - the multi-process runner mirrors stress's 
             started = time.perf_counter()
             judged = judge_calls(calls, budget=check_budget)
             checking += time.perf_counter() - started
-            if kill and isinstance(judged, Violation) and judged.requirement == "R-CONC-1":
+            if kill and isinstance(judged, Violation) and judged.requirement != "R-KIT-8":
                 judged = _as_crash(judged, processes * threads)
             if isinstance(judged, Violation):
                 return StressReport(
@@ -291,6 +292,8 @@ def _as_crash(violation: Violation, reader: int) -> Violation:
     if not any(c.event.client == reader for c in witness.calls):
         return violation
     text = violation.counterexample.replace(
-        "R-CONC-1 violated", f"R-CRASH-1..4 violated after a SIGKILL (read back by c{reader})", 1
+        f"{violation.requirement} violated",
+        f"R-CRASH-1..4 violated after a SIGKILL (read back by c{reader})",
+        1,
     )
     return Violation(requirement="R-CRASH-1..4", counterexample=text, witness=witness)

@@ -59,12 +59,15 @@ class Call:
             no operation; empty otherwise.
         ended: when the call raised that exception (the clock's value), else ``None``.
         hung: the call had not returned within the per-call budget.
+        handle: which handle made the call (``"<first client of its process>/<handle index>"``), or
+            ``""`` when not known: two calls with one label went through one handle of one process.
     """
 
     event: Event
     raised: str = ""
     ended: float | None = None
     hung: bool = False
+    handle: str = ""
 
     @property
     def finished(self) -> float | None:
@@ -121,7 +124,9 @@ class _Clients:
         client_base: int,
         observer: Callable[[Call], None] | None = None,
         between_scenes: Callable[[], bool] | None = None,
+        handle_count: int = 1,
     ) -> None:
+        self.handle_count = max(1, handle_count)
         self.clock = clock
         self.observer = observer
         self.between_scenes = between_scenes
@@ -142,18 +147,30 @@ class _Clients:
         with self.lock:
             self.current[client] = (op, invoked)
         if self.observer is not None:
-            self.observer(Call(event=Event(client=self.base + client, op=op, invoked=invoked)))
+            begun = Event(client=self.base + client, op=op, invoked=invoked)
+            call = Call(event=begun, handle=self.label(client))
+            self.observer(call)
         return invoked
+
+    def label(self, client: int) -> str:
+        """The handle label of ``client``'s calls (``Call.handle``)."""
+        return f"{self.base}/{client % self.handle_count}"
 
     def end(self, client: int, op: Operation, invoked: float, outcome: Any) -> None:
         returned = self.clock()
         number = self.base + client
         try:
             result = observe(op, outcome)
-            call = Call(event=Event(client=number, op=op, invoked=invoked, returned=returned, result=result))
+            event = Event(client=number, op=op, invoked=invoked, returned=returned, result=result)
+            call = Call(event=event, handle=self.label(client))
         except Exception as problem:  # an exception no operation may raise, or a value of no shape
             text = error_text(outcome) if isinstance(outcome, BaseException) else str(problem)
-            call = Call(event=Event(client=number, op=op, invoked=invoked), raised=text, ended=returned)
+            call = Call(
+                event=Event(client=number, op=op, invoked=invoked),
+                raised=text,
+                ended=returned,
+                handle=self.label(client),
+            )
         with self.lock:
             self.current.pop(client, None)
             self.calls.append(call)
@@ -168,7 +185,7 @@ class _Clients:
     def finish(self) -> tuple[Call, ...]:
         with self.lock:
             hung = [
-                Call(event=Event(client=self.base + c, op=op, invoked=t), hung=True)
+                Call(event=Event(client=self.base + c, op=op, invoked=t), hung=True, handle=self.label(c))
                 for c, (op, t) in self.current.items()
             ]
             calls = [*self.calls, *hung]
@@ -355,7 +372,7 @@ def run_round(  # noqa: PLR0913 - one round's options, all keyword-only
     Returns:
         The ``RoundRecord``; never raises for what the ledger does (R-KIT-7).
     """
-    clients = _Clients(clock, client_base, observer, between_scenes)
+    clients = _Clients(clock, client_base, observer, between_scenes, handle_count=handles)
     if asynchronous or (asynchronous is None and inspect.iscoroutinefunction(factory)):
         setup = _run_tasks(
             factory, workspace, handle_count=handles, scenes=scenes, clients=clients, budget=budget

@@ -41,9 +41,9 @@ __all__ = ["call_from_json", "call_to_json", "main", "read_journal"]
 
 
 def call_to_json(call: Call) -> str:
-    """One JSON line for a call: ``event_to_json``'s object plus ``raised``, ``ended`` and ``hung``."""
+    """One JSON line for a call: ``event_to_json``'s object, ``raised``, ``ended``, ``hung``, ``handle``."""
     data = json.loads(event_to_json(call.event))
-    data.update(raised=call.raised, ended=call.ended, hung=call.hung)
+    data.update(raised=call.raised, ended=call.ended, hung=call.hung, handle=call.handle)
     return json.dumps(data, sort_keys=True)
 
 
@@ -61,6 +61,7 @@ def call_from_json(line: str) -> Call:
         raised=str(data.get("raised") or ""),
         ended=float(ended) if ended is not None else None,
         hung=bool(data.get("hung")),
+        handle=str(data.get("handle") or ""),
     )
 
 
