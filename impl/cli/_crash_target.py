@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit import load_target, parse_options
 from capture_ledger.spec.kit.crash import (
@@ -57,18 +58,26 @@ def run_target(args: argparse.Namespace) -> int:
         raise UsageError(f"workload {', '.join(unknown)} runs with --kernel only")
     models = [m for m in MODELS if m in (args.model or MODELS)]
     target = Target(target=args.target, options=tuple(parse_options(args.option).items()), cwd=Path.cwd())
-    try:
-        study = study_targets(
-            [target],
-            models=models,
-            first=args.first,
-            workloads=args.workload,
-            budget=args.budget,
-            seed=args.seed,
-            progress=_progress if args.verbose else None,
-        )
-    except TraceError as error:
-        raise UsageError(str(error)) from error
+    with Progress(showing(json=args.json), label="crash --target: workloads judged") as bar:
+
+        def done(cell: CrashCell) -> None:
+            bar.tick()
+            bar.phase(cell.workload)
+            if args.verbose:
+                _progress(cell)
+
+        try:
+            study = study_targets(
+                [target],
+                models=models,
+                first=args.first,
+                workloads=args.workload,
+                budget=args.budget,
+                seed=args.seed,
+                progress=done,
+            )
+        except TraceError as error:
+            raise UsageError(str(error)) from error
     if args.json:
         print(json.dumps(study_summary(study, target.name)))
     else:

@@ -11,7 +11,7 @@ incomplete (a requested layer could not decide, or was skipped). ``--json`` prin
 ``{"target", "verdict": "conforms"|"broken"|"incomplete", "layers": [{"layer", "verdict":
 "ok"|"broken"|"unknown"|"skipped", "why_skipped", "seconds", "broken": [{"requirement",
 "counterexample"}], "coverage": {...}}], "seconds"}``. Progress goes to standard error when it is a
-terminal and ``--json`` is not given.
+terminal and ``--json`` is not given (``_progress``).
 
 Not guaranteed: the wording of the text output; that ``conforms`` proves conformance.
 """
@@ -21,10 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._progress import Progress, showing
 
 __all__ = ["register", "run_check"]
 
@@ -81,30 +81,34 @@ def run_check(args: argparse.Namespace) -> int:
         UsageError: an unknown layer or a setting out of range.
         TargetError: the target cannot be loaded.
     """
-    from capture_ledger.spec.kit import OptionError, TargetError, check_target, parse_options
+    from capture_ledger.spec.kit import DEFAULT_LAYERS, OptionError, TargetError, check_target, parse_options
 
     layers = None if args.layers is None else [n.strip() for n in args.layers.split(",") if n.strip()]
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
-    show = not args.json and sys.stderr.isatty()
+    requested = len(layers) if layers is not None else len(DEFAULT_LAYERS)
+    with Progress(showing(json=args.json), label="check: layers", total=requested) as bar:
 
-    def progress(layer: str, what: str) -> None:
-        if show:
-            print(f"check: {layer}: {what}", file=sys.stderr, flush=True)
+        def progress(layer: str, what: str) -> None:
+            if what == "running":
+                bar.phase(f"{layer} running")
+            else:
+                bar.tick()
+                bar.note(f"check: {layer}: {what}")
 
-    try:
-        verdict = check_target(
-            args.target,
-            layers=layers,
-            handles=args.handles,
-            processes=args.processes,
-            options=parse_options(args.option),
-            profile=args.profile,
-            progress=progress,
-        )
-    except (TargetError, OptionError):
-        raise  # exit 2, one line naming the target (``main``)
-    except ValueError as error:
-        raise UsageError(str(error)) from None
+        try:
+            verdict = check_target(
+                args.target,
+                layers=layers,
+                handles=args.handles,
+                processes=args.processes,
+                options=parse_options(args.option),
+                profile=args.profile,
+                progress=progress,
+            )
+        except (TargetError, OptionError):
+            raise  # exit 2, one line naming the target (``main``)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
     if args.json:
         print(json.dumps(verdict.to_json(), indent=2))
         return verdict.exit_code

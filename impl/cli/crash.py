@@ -41,6 +41,7 @@ from types import FrameType
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.impl.study.crash import CONFIGS, study, write_report
 from capture_ledger.impl.study.kernel import FILESYSTEMS, FULL_WORKLOADS, KERNEL_WORKLOADS
 from capture_ledger.spec.core.verdicts import EXIT_OK
@@ -136,15 +137,23 @@ def _progress(cell: CrashCell) -> None:
 
 
 def _run_models(args: argparse.Namespace) -> int:
-    result = study(
-        configs=args.config,
-        models=args.model,
-        workloads=args.workload,
-        full=args.full,
-        budget=args.budget,
-        seed=args.seed,
-        progress=_progress if args.verbose else None,
-    )
+    with Progress(showing(json=False), label="crash: cells judged") as bar:
+
+        def done(cell: CrashCell) -> None:
+            bar.tick()
+            bar.phase(f"{cell.config} / {cell.workload}")
+            if args.verbose:
+                _progress(cell)
+
+        result = study(
+            configs=args.config,
+            models=args.model,
+            workloads=args.workload,
+            full=args.full,
+            budget=args.budget,
+            seed=args.seed,
+            progress=done,
+        )
     images, distinct, seconds = result.totals()
     print(matrix_table(result))
     print()

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.core.verdicts import Violation, exit_code
 from capture_ledger.spec.kit import bind_options, call_budget, load_target, parse_options
@@ -157,25 +158,9 @@ def _stress(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     base = Path(tempfile.mkdtemp(prefix="capture-ledger-stress-"))
     try:
-        try:
-            if args.processes:
-                report = _run_processes(args, factory, requested, seed, base)
-            else:
-                report = check_concurrency(
-                    factory,
-                    handles=args.handles,
-                    threads=args.threads,
-                    operations=requested,
-                    seed=seed,
-                    ops=args.ops,
-                    ids=args.ids,
-                    rounds=args.rounds,
-                    conflicts=not args.no_conflicts,
-                    check_budget=args.budget or None,
-                    workspace=base,
-                )
-        except ValueError as error:
-            raise UsageError(str(error)) from None
+        with Progress(showing(json=args.json), label="stress") as bar:
+            bar.phase(f"{args.rounds} round(s) on {'processes' if args.processes else 'threads'}")
+            report = _run(args, factory, requested, seed, base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     seconds = time.perf_counter() - started
@@ -187,6 +172,29 @@ def _stress(args: argparse.Namespace) -> int:
         print(f"{args.target}: {report}")
         print(f"recorded in {report.recording_seconds:.2f} s, judged in {report.checking_seconds:.2f} s")
     return exit_code(report.verdict)
+
+
+def _run(
+    args: argparse.Namespace, factory: Any, requested: list[str] | None, seed: int, base: Path
+) -> StressReport:
+    try:
+        if args.processes:
+            return _run_processes(args, factory, requested, seed, base)
+        return check_concurrency(
+            factory,
+            handles=args.handles,
+            threads=args.threads,
+            operations=requested,
+            seed=seed,
+            ops=args.ops,
+            ids=args.ids,
+            rounds=args.rounds,
+            conflicts=not args.no_conflicts,
+            check_budget=args.budget or None,
+            workspace=base,
+        )
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _run_processes(

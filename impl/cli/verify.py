@@ -26,6 +26,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from capture_ledger.impl.cli._options import FILE_STORE_TARGET, UsageError
+from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.spec.core.verdicts import exit_code
 from capture_ledger.spec.kit import load_target
 
@@ -185,15 +186,17 @@ def _handle(args: argparse.Namespace) -> int:
     for option, value in (("--handles", args.handles), ("--max-examples", args.max_examples)):
         if value is not None and value < 1:
             raise UsageError(f"{option} must be at least 1")
-    verdict = _judge(
-        args.target,
-        handles=args.handles,
-        profile=args.profile,
-        max_examples=args.max_examples,
-        operations=_operations(args.operations),
-        every=args.every,
-        protocol_out=sys.stderr if args.json else sys.stdout,
-    )
+    with Progress(showing(json=args.json), label="verify") as bar:
+        bar.phase("the kit's examples run")
+        verdict = _judge(
+            args.target,
+            handles=args.handles,
+            profile=args.profile,
+            max_examples=args.max_examples,
+            operations=_operations(args.operations),
+            every=args.every,
+            protocol_out=sys.stderr if args.json else sys.stdout,
+        )
     summary = _summary(verdict, args.profile)
     report = summary.pop("report")
     if args.json:
