@@ -33,13 +33,11 @@ import argparse
 import contextlib
 import errno
 import json
-import logging
 import os
 import random
 import resource
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -51,138 +49,27 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from capture_ledger.impl import study
 from capture_ledger.impl.http import PREFIX, ServerLimits
 from capture_ledger.impl.http.client import RolloutControlClient
 from capture_ledger.impl.simulate import ServerProcess, load_average
 from capture_ledger.impl.store import check
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study.crash import StoreConfig, observe_directory
-from capture_ledger.spec.core.model import (
-    Delete,
-    LedgerState,
-    Operation,
-    Record,
-    RecordFailure,
-    Retire,
-    RolloutState,
-    step,
-)
-from capture_ledger.spec.crash.contract import Span, allowed_states, touches
-from capture_ledger.spec.kit.crash import run_operation
 
 STRIPES = 8
-#: What a SIGKILL may leave for ``check`` (R-STORE-8); anything else is a violation.
-CRASH_FINDINGS = {"torn-tail", "interrupted-retire", "empty-ledger"}
 
 
 # ----------------------------------------------------------------------------------------------- kill
-def _operations(seed: int, ids: list[str], count: int) -> list[Operation]:
-    rng = random.Random(seed)
-    ops: list[Operation] = []
-    for n in range(count):
-        kind = rng.random()
-        rollout_id = rng.choice(ids)
-        if kind < 0.5:
-            ops.append(Record(rollout_id, {"model_call_id": f"c{n % 7}", "n": n % 7}))
-        elif kind < 0.6:
-            ops.append(RecordFailure(rollout_id, f"c{n % 5}", "timeout"))
-        elif kind < 0.8:
-            ops.append(Retire(tuple(rng.sample(ids, rng.randint(1, len(ids))))))
-        else:
-            ops.append(Delete(tuple(rng.sample(ids, rng.randint(1, len(ids))))))
-    return ops
-
-
-def _writer(directory: Path, ops: list[Operation], log_fd: int) -> None:
-    logging.getLogger("capture_ledger").setLevel(logging.ERROR)  # no warning per discarded late write
-    with FileLineageStore(directory, stripes=STRIPES) as store:
-        for index, op in enumerate(ops):
-            os.write(log_fd, f"s {index}\n".encode())
-            with contextlib.suppress(Exception):  # a refused call (a conflict) returned too: done
-                run_operation(store, op)
-            os.write(log_fd, f"d {index}\n".encode())
-    os._exit(0)
-
-
-def _logged(path: Path) -> tuple[int, int | None]:
-    """(calls returned, index of the call in flight or None) from a writer's log."""
-    done, started = -1, None
-    for line in path.read_text().splitlines():
-        kind, _, number = line.partition(" ")
-        if not number.isdigit():
-            continue  # a line cut by the kill
-        if kind == "s":
-            started = int(number)
-        elif kind == "d":
-            done = int(number)
-    in_flight = started if started is not None and started > done else None
-    return done + 1, in_flight
-
-
 def kill_storm(kills: int, seed: int) -> bool:
-    rng = random.Random(seed)
-    root = Path(tempfile.mkdtemp(prefix="campaign-kill-"))
-    directory = root / "lineage"
-    FileLineageStore(directory, stripes=STRIPES).close()
-    killed = returned = checked = violations = fixed = 0
-    rounds = (kills + 1) // 2
-    try:
-        for round_ in range(rounds):
-            writers = []
-            for w in range(2):
-                ids = [f"k{round_}-{w}-{i}" for i in range(3)]
-                ops = _operations(seed * 100_000 + round_ * 2 + w, ids, 40)
-                log = root / f"log-{round_}-{w}"
-                log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                pid = os.fork()
-                if pid == 0:
-                    _writer(directory, ops, log_fd)
-                os.close(log_fd)
-                writers.append((pid, ids, ops, log))
-            time.sleep(rng.uniform(0.002, 0.06))
-            for pid, *_ in writers:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                killed += 1
-            judged: list[tuple[str, frozenset[RolloutState]]] = []
-            for _pid, ids, ops, log in writers:
-                done, in_flight = _logged(log)
-                returned += done
-                model = LedgerState()
-                for op in ops[:done]:
-                    model, _ = step(model, op)
-                for rollout_id in ids:
-                    if in_flight is not None and touches(ops[in_flight], rollout_id):
-                        allowed = allowed_states(
-                            [Span(op=ops[in_flight], returned=False)],
-                            rollout_id,
-                            initial=model.get(rollout_id),
-                        )
-                    else:
-                        allowed = frozenset({model.get(rollout_id)})
-                    judged.append((rollout_id, allowed))
-            findings = check(directory)
-            bad = [f for f in findings if f.kind not in CRASH_FINDINGS]
-            violations += len(bad)
-            for label in ("as left", "after check(fix=True)"):
-                if label != "as left":
-                    fixed += sum(f.fixed for f in check(directory, fix=True))
-                ids = [rollout_id for rollout_id, _ in judged]
-                observation = observe_directory(directory, ids, config=StoreConfig(stripes=STRIPES))
-                states = dict(observation.states)
-                violations += len(observation.mismatches)
-                for rollout_id, allowed in judged:
-                    checked += label == "as left"
-                    if states.get(rollout_id) not in allowed:
-                        violations += 1
-                        print(f"  VIOLATION round {round_} {label}: {rollout_id} {states.get(rollout_id)}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    storm = study.kill_storm(kills, seed)  # the storm itself lives in impl/study/_kill_storm.py
+    for note in storm.notes:
+        print(f"  {note}")
     print(
-        f"kill storm: {killed} SIGKILLs, {returned} calls returned and checked with a fresh handle, "
-        f"{checked} IDs judged, {fixed} crash leftovers fixed by check, violations {violations} (must be 0)"
+        f"kill storm: {storm.kills} SIGKILLs, {storm.returned} calls returned and checked with a fresh "
+        f"handle, {storm.checked} IDs judged, {storm.fixed} crash leftovers fixed by check, violations "
+        f"{storm.violations} (must be 0)"
     )
-    return violations == 0
+    return storm.violations == 0
 
 
 # ------------------------------------------------------------------------------------------ disk-full

@@ -6,8 +6,8 @@ Study-only variants of the store, each switching one step off (``variants``); th
 what a setup removed: ``freed``), the
 crash study's catalogue, report and pictures (``workloads``, ``report``, ``pictures``); the kernel crash
 study, which checks the persistence models against real ext4 (``kernel``); fault injection (``faults``);
-multi-process workloads (``histories``); and calls into the code under study with a time budget
-(``bounded``).
+multi-process workloads (``histories``); the reliability campaign's storm of SIGKILLed writer processes
+(``kill_storm``); and calls into the code under study with a time budget (``bounded``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from capture_ledger._lazy import lazy_attributes
 if TYPE_CHECKING:
     from capture_ledger.impl.study._faults import FAULTABLE_CALLS, Fault, FaultyFileSystem, InjectedFaultError
     from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
+    from capture_ledger.impl.study._kill_storm import KillStormResult, kill_storm
     from capture_ledger.impl.study._variants import STEP_NAMES, StoreVariant, VariantOrdering
 
 #: Public names and the private module each is loaded from on first use.
@@ -29,6 +30,8 @@ _LAZY = {
     "InjectedFaultError": "capture_ledger.impl.study._faults",
     "FsCall": "capture_ledger.impl.study._hooked",
     "HookedFileSystem": "capture_ledger.impl.study._hooked",
+    "KillStormResult": "capture_ledger.impl.study._kill_storm",
+    "kill_storm": "capture_ledger.impl.study._kill_storm",
     "STEP_NAMES": "capture_ledger.impl.study._variants",
     "StoreVariant": "capture_ledger.impl.study._variants",
     "VariantOrdering": "capture_ledger.impl.study._variants",
@@ -42,8 +45,10 @@ __all__ = [
     "FsCall",
     "HookedFileSystem",
     "InjectedFaultError",
+    "KillStormResult",
     "StoreVariant",
     "VariantOrdering",
+    "kill_storm",
 ]
 
 

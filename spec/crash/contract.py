@@ -143,7 +143,9 @@ def _clause_of(op: Operation) -> str:
 def _explains(state: RolloutState, observed: RolloutState, pending: Sequence[Operation], rid: str) -> bool:
     """Whether in-flight operations, each doing only what it can do at all (a retire adds a fence or
     removes rows, a delete removes rows or a fence, a write appends its own row), can turn the files of
-    ``state`` into those of ``observed``, in some order or combination their paths do not allow."""
+    ``state`` into those of ``observed``, in some order or combination their paths do not allow: among
+    them a partial removal, a retire or delete in flight that removed some of the rows and left the
+    others (a ledger removing rows one file at a time), whatever the fence says."""
     rows_before = state.entries if isinstance(state, Live) else ()
     rows_after = observed.entries if isinstance(observed, Live) else ()
     fence_before = state == RETIRED or (isinstance(state, Live) and state.fenced)
@@ -155,16 +157,27 @@ def _explains(state: RolloutState, observed: RolloutState, pending: Sequence[Ope
         return False
     if rows_after == rows_before:
         return True
+    removes = bool(kinds & {Retire, Delete})
     if not rows_after:
-        return bool(kinds & {Retire, Delete})
-    if rows_after[: len(rows_before)] != rows_before:
-        return False
+        return removes
     writable: set[object] = set()
     for op in pending:
         post = _post(op, rid, ABSENT)
         if isinstance(post, Live):
             writable.update(post.entries)
-    return set(rows_after[len(rows_before) :]) <= writable
+    for keep in range(len(rows_after), -1, -1):  # rows kept, then rows the writes in flight appended
+        kept, added = rows_after[:keep], rows_after[keep:]
+        if not set(added) <= writable:
+            break
+        if kept == rows_before or (removes and _within(kept, rows_before)):
+            return True  # a removal in flight took some rows and not others: a partial removal
+    return False
+
+
+def _within(kept: Sequence[object], rows: Sequence[object]) -> bool:
+    """Whether ``kept`` is ``rows`` with some of them left out, in their order (a subsequence)."""
+    remaining = iter(rows)
+    return all(any(row == other for other in remaining) for row in kept)
 
 
 def broken_clauses(
@@ -174,7 +187,9 @@ def broken_clauses(
 
     R-CRASH-4 when the operations in flight that name the ID could have made the difference between a
     state the returned operations allow and ``observed`` (they did things in their power, in an order or
-    combination their path does not allow). Otherwise the clauses of the returned operations whose
+    combination their path does not allow): a partial removal, some but not all of the rows left while a
+    retire or delete of the ID is in flight, is R-CRASH-4, even when losing a returned record's row would
+    explain it too. Otherwise the clauses of the returned operations whose
     durability alone explains it: relaxing that one to "in flight" makes ``observed`` allowed (R-CRASH-1
     for a write, -2 for a retire, -3 for a delete); failing that, the clause of the last returned operation
     naming the ID (its result did not survive), and R-CRASH-4 when there is none.

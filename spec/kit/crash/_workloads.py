@@ -35,7 +35,20 @@ def _each_sync(name: str, op: Operation, note: str, *, setup: tuple[Operation, .
     return Workload(name=name, setup=setup, ops=(op, op), faults=(fault,), note=note)
 
 
+def _each_unlink(
+    name: str, ops: tuple[Operation, ...], note: str, *, setup: tuple[Operation, ...]
+) -> Workload:
+    """``ops[0]`` fails (EIO, the call skipped) at one of its unlinks, whichever the ledger makes (one run
+    per unlink, ``<name>@<n>``): a removal left half-done; the later ``ops`` are the caller's next try."""
+    fault = FaultAt(op=0, call="unlink", occurrence=0)
+    return Workload(name=name, setup=setup, ops=ops, faults=(fault,), note=note)
+
+
 _SYNC = frozenset({"sync_dir", "syncfs"})
+#: A rollout of three rows: a ledger storing one file per row removes them one at a time.
+_ROWS: tuple[Operation, ...] = tuple(Record("r1", _row(call)) for call in ("a", "b", "c"))
+#: ``r1`` Live with three rows, ``r2`` Retired (one row, then retired); ``r3`` stays Absent.
+_MIXED: tuple[Operation, ...] = (*_ROWS, Record("r2", _row("a")), Retire(["r2"]))
 
 #: The study's workloads: each exercises the steps named in its note.
 WORKLOADS: dict[str, Workload] = {
@@ -160,6 +173,60 @@ WORKLOADS: dict[str, Workload] = {
             setup=tuple(Record(f"r{i}", _row("a")) for i in range(8)),
             ops=(Retire([f"r{i}" for i in range(8)]),),
             note="a batch of eight Live IDs: the weak models' spaces grow as 2^8; sampled",
+        ),
+        Workload(
+            name="retire-rows",
+            setup=_ROWS,
+            ops=(Retire(["r1"]),),
+            note="retire a rollout of three rows: a crash part-way through removing them must leave all "
+            "of them or none, fenced or not (R-CRASH-4; a partial removal is R-CRASH-4)",
+        ),
+        Workload(
+            name="delete-rows",
+            setup=_ROWS,
+            ops=(Delete(["r1"]),),
+            note="delete a Live rollout of three rows: all of them or none after a crash (R-CRASH-4)",
+        ),
+        Workload(
+            name="retire-rows-torn",
+            setup=_ROWS,
+            torn=("r1",),
+            ops=(Retire(["r1"]),),
+            note="retire three rows and the torn tail a crashed append left (R-STORE-6); our store only: "
+            "a torn line is written in its own format",
+        ),
+        _each_unlink(
+            "retire-rows-retry-eio",
+            (Retire(["r1"]), Retire(["r1"])),
+            "a retire of three rows fails at one of its unlinks (EIO), leaving the removal half-done; "
+            "the caller retries the batch, which must finish it",
+            setup=_ROWS,
+        ),
+        _each_unlink(
+            "retire-rows-eio-delete",
+            (Retire(["r1"]), Delete(["r1"])),
+            "a retire of three rows fails at one of its unlinks (EIO); the caller deletes the rollout "
+            "instead, from whatever the half-done retire left",
+            setup=_ROWS,
+        ),
+        _each_unlink(
+            "delete-rows-retry-eio",
+            (Delete(["r1"]), Delete(["r1"])),
+            "a delete of three rows fails at one of its unlinks (EIO), leaving some rows; the caller "
+            "retries the batch, which must remove the rest",
+            setup=_ROWS,
+        ),
+        Workload(
+            name="retire-mixed-batch",
+            setup=_MIXED,
+            ops=(Retire(["r1", "r2", "r3"]),),
+            note="one retire of a Live ID of three rows, a Retired ID and an Absent ID (R-RETIRE-1..4)",
+        ),
+        Workload(
+            name="delete-mixed-batch",
+            setup=_MIXED,
+            ops=(Delete(["r3", "r2", "r1"]),),
+            note="one delete of an Absent ID, a Retired ID and a Live ID of three rows (R-DELETE-1..3)",
         ),
     )
 }

@@ -8,6 +8,7 @@ from capture_ledger.spec.kit.sequential._classify import (
     misordered,
     named_ids,
     single_id_operation,
+    state_kind,
 )
 from capture_ledger.spec.kit.sequential._conformance import (
     KitError,
@@ -55,4 +56,5 @@ __all__ = [
     "rollout_ids",
     "rule_names",
     "single_id_operation",
+    "state_kind",
 ]

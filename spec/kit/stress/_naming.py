@@ -61,7 +61,7 @@ from capture_ledger.spec.core.model import (
     step,
 )
 from capture_ledger.spec.core.rows import canonical_json, validate_row
-from capture_ledger.spec.kit.sequential._classify import call_requirement, change_requirement, state_kind
+from capture_ledger.spec.kit.sequential import call_requirement, change_requirement, state_kind
 from capture_ledger.spec.kit.stress._running import Call, in_invocation_order
 from capture_ledger.spec.kit.stress._shrink import project
 from capture_ledger.spec.kit.stress._witness import op_text, result_text
