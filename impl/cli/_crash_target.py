@@ -1,13 +1,15 @@
 """``capture-ledger crash --target``: the crash states of any ledger, traced from outside (SPEC.md §Crash,
 R-CRASH-1..4, R-KIT-13; docs/crash-target.md).
 
-``run_target(args)`` checks the target loads (exit 2, naming it, when it does not) and that this machine can
+``run_target(args)`` checks the target loads and opens one handle (exit 2, one line, when it cannot be
+loaded or its factory raises at once: ``_preflight.open_once``) and that this machine can
 trace (exit 2 when strace is missing or ptrace is not permitted), runs ``spec.kit.crash.study_targets``
 on it with the ``--model``, ``--workload``, ``--budget``, ``--seed``, ``--option`` and ``--first`` given,
 and prints the matrix and the shortest counterexample of each broken clause, or with ``--json`` the pinned
-object (``spec.kit.crash.study_summary``); ``--report DIR`` writes ``report.md`` and the pictures. The exit
-code is ``spec.kit.crash.study_exit_code``'s (``CrashStudy.exit_code``: ``exit_code`` of a ``Violation``
-under the strongest model, else 0).
+object (``target_json``: ``spec.kit.crash.study_summary``'s, its ``verdict`` the deciding model's, with
+``models`` giving each model's verdict and ``deciding_model``); ``--report DIR`` writes ``report.md`` and
+the pictures. The exit code is ``spec.kit.crash.study_exit_code``'s (``CrashStudy.exit_code``:
+``exit_code`` of a ``Violation`` under the strongest model, else 0).
 
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
@@ -18,13 +20,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._preflight import open_once
 from capture_ledger.impl.cli._progress import Progress, showing
+from capture_ledger.spec.core.verdicts import Unknown
 from capture_ledger.spec.crash.durability import MODELS
-from capture_ledger.spec.kit import load_target, parse_options
+from capture_ledger.spec.kit import parse_options
 from capture_ledger.spec.kit.crash import (
     CrashCell,
+    TargetStudy,
     matrix_table,
     study_exit_code,
     study_summary,
@@ -33,7 +39,7 @@ from capture_ledger.spec.kit.crash import (
 )
 from capture_ledger.spec.kit.crash.strace import Target, TraceError, tracing_problem
 
-__all__ = ["run_target"]
+__all__ = ["run_target", "target_json"]
 
 
 def _progress(cell: CrashCell) -> None:
@@ -49,7 +55,8 @@ def run_target(args: argparse.Namespace) -> int:
     """Study ``args.target``; print the result; the exit code (see the module docstring)."""
     if args.kernel or args.full or args.config or args.fs:
         raise UsageError("--target goes without --kernel, --full, --config and --fs")
-    load_target(args.target)  # a TargetError (exit 2) names a target that cannot be loaded
+    # exit 2, one line: a target that cannot be loaded (TargetError), a factory raising at the first open
+    open_once(args.target, parse_options(args.option))
     problem = tracing_problem()
     if problem is not None:
         raise UsageError(f"cannot trace {args.target}: {problem}")
@@ -78,8 +85,9 @@ def run_target(args: argparse.Namespace) -> int:
             )
         except TraceError as error:
             raise UsageError(str(error)) from error
+    summary = target_json(study, target.name)
     if args.json:
-        print(json.dumps(study_summary(study, target.name)))
+        print(json.dumps(summary))
     else:
         images, distinct, seconds = study.totals()
         print(matrix_table(study, rows="target"))
@@ -96,11 +104,46 @@ def run_target(args: argparse.Namespace) -> int:
             f"{images} crash images judged ({distinct} distinct read back) in {seconds:.1f} s: "
             f"{images / seconds if seconds else 0.0:.0f} images/s; {study.seconds:.1f} s in all"
         )
-        for entry in study_summary(study, target.name)["broken"]:
+        print(_deciding_line(summary))
+        for entry in summary["broken"]:
             print(f"\n{entry['clause']} under {entry['model']} ({entry['workload']}):\n{entry['timeline']}")
     if args.report is not None:
         print(f"report: {write_study_report(study, args.report)}", file=sys.stderr)
     return study_exit_code(study)
+
+
+def target_json(study: TargetStudy, name: str) -> dict[str, Any]:
+    """The ``--json`` object: ``study_summary``'s, its ``verdict`` the deciding model's and its ``models``
+    each model's verdict in a word (docs/crash-target.md §JSON).
+
+    ``verdict`` is the kind of the deciding model's result (the strongest studied, ``journaled`` when it
+    runs, as the exit status): ``violation``; ``ok`` only when every image of every workload was judged;
+    else ``unknown``, ``deciding_why`` then saying why (``none found (sampled)``: no violation in a
+    sample). ``models`` maps each model studied, strongest first, to ``ok``, ``broken``, ``none found
+    (sampled)`` or ``unknown`` (``CrashStudy.model_verdict``); the weaker models inform, never decide.
+    """
+    summary = study_summary(study, name)
+    deciding = study.deciding_model()
+    result = study.result(name, deciding) if deciding else Unknown(reason="no model studied")
+    summary["verdict"] = result.kind
+    summary["models"] = {model: study.model_verdict(name, model) for model in study.models}
+    summary["deciding_model"] = deciding
+    summary["deciding_why"] = None if not isinstance(result, Unknown) else f"{result.reason}; {result.spent}"
+    return summary
+
+
+def _deciding_line(summary: dict[str, Any]) -> str:
+    words = ", ".join(f"{model} {word}" for model, word in summary["models"].items())
+    deciding = summary["deciding_model"]
+    line = f"models: {words}; the exit code follows {deciding} ({summary['verdict']})"
+    if deciding is not None and deciding != "journaled":
+        line += (
+            f"\nnote: only the journaled model decides the exit code of a run that studies it; journaled "
+            f"was not studied here (--model), so {deciding}, the strongest studied, stands in for it"
+        )
+    elif len(summary["models"]) > 1:
+        line += "; the weaker models inform, they do not decide"
+    return line
 
 
 def _workloads() -> tuple[str, ...]:

@@ -2,16 +2,17 @@
 §Conformance; docs/check.md).
 
 ``check TARGET [--layers kit,stress,crash,kernel] [--handles N] [--processes P] [--option KEY=VALUE]
-[--profile P] [--json]`` runs ``spec.kit.check_target``: the sequential kit, ``stress`` (threads, then
-worker processes when the ledger's handles share state across processes), the crash layer, and the
-kernel layer when asked for; each layer says what it exercised and what it could not.
+[--profile P] [--json] [--report DIR]`` runs ``spec.kit.check_target``: the sequential kit, ``stress``
+(threads, then worker processes when the ledger's handles share state across processes), the crash
+layer, and the kernel layer when asked for; each layer says what it exercised and what it could not.
 
 Exit codes: 0 conforms, 1 broken, 2 the target cannot be loaded (one line on standard error), 3
 incomplete (a requested layer could not decide, or was skipped). ``--json`` prints one object:
 ``{"target", "verdict": "conforms"|"broken"|"incomplete", "layers": [{"layer", "verdict":
 "ok"|"broken"|"unknown"|"skipped", "why_skipped", "seconds", "broken": [{"requirement",
 "counterexample"}], "coverage": {...}}], "seconds"}``. Progress goes to standard error when it is a
-terminal and ``--json`` is not given (``_progress``).
+terminal and ``--json`` is not given (``_progress``). ``--report DIR`` also writes ``DIR/index.html``
+(``spec.kit.write_check_report``; docs/check.md §Report), whatever the verdict.
 
 Not guaranteed: the wording of the text output; that ``conforms`` proves conformance.
 """
@@ -21,9 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._preflight import open_once
 from capture_ledger.impl.cli._progress import Progress, showing
 
 __all__ = ["register", "run_check"]
@@ -71,6 +75,14 @@ def register(subparsers: Any) -> None:
         help="Hypothesis settings profile of the sequential kit (default: $CAPTURE_LEDGER_PROFILE or dev)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write DIR/index.html: one self-contained page with each layer's coverage, "
+        "counterexamples and pictures",
+    )
     parser.set_defaults(handler=run_check)
 
 
@@ -83,6 +95,7 @@ def run_check(args: argparse.Namespace) -> int:
     """
     from capture_ledger.spec.kit import DEFAULT_LAYERS, OptionError, TargetError, check_target, parse_options
 
+    open_once(args.target, parse_options(args.option))  # exit 2, one line: the factory raised at once
     layers = None if args.layers is None else [n.strip() for n in args.layers.split(",") if n.strip()]
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
     requested = len(layers) if layers is not None else len(DEFAULT_LAYERS)
@@ -109,6 +122,11 @@ def run_check(args: argparse.Namespace) -> int:
             raise  # exit 2, one line naming the target (``main``)
         except ValueError as error:
             raise UsageError(str(error)) from None
+    if args.report is not None:
+        from capture_ledger.spec.kit import write_check_report
+
+        page = write_check_report(verdict, args.report)
+        print(f"wrote {page}", file=sys.stderr)
     if args.json:
         print(json.dumps(verdict.to_json(), indent=2))
         return verdict.exit_code

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
+from capture_ledger.impl.cli._preflight import open_once
 from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.core.verdicts import Violation, exit_code
@@ -150,6 +151,7 @@ def _stress(args: argparse.Namespace) -> int:
     _check(args)
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
     options = parse_options(args.option)
+    open_once(args.target, options)  # a factory raising at the first open: exit 2, one line
     factory = bind_options(load_target(args.target), options)
     requested = (
         None if args.operations is None else [n.strip() for n in args.operations.split(",") if n.strip()]
@@ -233,7 +235,7 @@ def _run_processes(
 
 
 def _write_report(directory: Path, violation: Violation) -> None:
-    from capture_ledger.impl.cli._stress_picture import witness_svg
+    from capture_ledger.spec.kit.stress import witness_svg
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "witness.txt").write_text(violation.counterexample + "\n", encoding="utf-8")

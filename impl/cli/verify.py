@@ -26,6 +26,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from capture_ledger.impl.cli._options import FILE_STORE_TARGET, UsageError
+from capture_ledger.impl.cli._preflight import open_once
 from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.spec.core.verdicts import exit_code
 from capture_ledger.spec.kit import load_target
@@ -186,6 +187,7 @@ def _handle(args: argparse.Namespace) -> int:
     for option, value in (("--handles", args.handles), ("--max-examples", args.max_examples)):
         if value is not None and value < 1:
             raise UsageError(f"{option} must be at least 1")
+    open_once(args.target or DEFAULT_TARGET)  # a factory raising at the first open: exit 2, one line
     with Progress(showing(json=args.json), label="verify") as bar:
         bar.phase("the kit's examples run")
         verdict = _judge(

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         read_history,
         write_history,
     )
+    from capture_ledger.spec.kit._report_page import write_check_report
     from capture_ledger.spec.kit._requirements import SCOPE, breaks, checked, fail, sentence
     from capture_ledger.spec.kit._suite import (
         DEFAULT_LAYERS,
@@ -98,6 +99,7 @@ _LAZY = {
     "TargetVerdict": "capture_ledger.spec.kit._suite",
     "shares_across_processes": "capture_ledger.spec.kit._suite",
     "shares_between_handles": "capture_ledger.spec.kit._suite",
+    "write_check_report": "capture_ledger.spec.kit._report_page",
     "check_ledger": "capture_ledger.spec.kit.sequential",
     "check_protocol": "capture_ledger.spec.kit._operations",
     "checked": "capture_ledger.spec.kit._requirements",
@@ -159,6 +161,7 @@ __all__ = [
     "sentence",
     "shares_across_processes",
     "shares_between_handles",
+    "write_check_report",
     "write_history",
 ]
 

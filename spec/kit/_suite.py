@@ -68,6 +68,9 @@ class LayerReport:
         coverage: what the layer exercised and what it did not (its keys depend on the layer; every
             layer has ``checked`` and ``not_checked`` requirement lists).
         text: the layer's own report, as its command prints it.
+        detail: the objects behind ``text``, for pictures (``write_check_report``): the kit's
+            ``LedgerVerdict``, the stress layer's ``StressReport`` tuple (threads, then processes), the
+            ``CrashVerdict``; ``None`` when the layer did not run. Not part of ``to_json``.
     """
 
     layer: str
@@ -78,6 +81,7 @@ class LayerReport:
     broken: tuple[dict[str, str], ...] = ()
     coverage: dict[str, Any] = field(default_factory=dict)
     text: str = ""
+    detail: Any = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The pinned ``--json`` shape of one layer."""
@@ -266,6 +270,7 @@ def _kit(
         ),
         coverage=coverage,
         text=verdict.report(),
+        detail=verdict,
     )
 
 
@@ -326,6 +331,7 @@ def _stress(
         broken=broken,
         coverage=coverage,
         text="\n".join(str(report) for report in reports),
+        detail=tuple(reports),
     )
 
 
@@ -498,6 +504,7 @@ def _crash(target: str, *, options: dict[str, Any], requested: bool) -> LayerRep
         broken=broken,
         coverage=coverage,
         text=str(found),
+        detail=found,
     )
 
 

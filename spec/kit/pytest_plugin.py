@@ -10,11 +10,25 @@ requirement (``judge_ledger(..., every=True)``); each item then passes when its 
 requirements hold, fails with each broken one's message and counterexample, and is skipped when the
 ledger lacks the methods its group needs. The terminal summary prints the kit's figures.
 
-Options: ``--capture-ledger-handles N`` (default 1) and ``--capture-ledger-operations a,b,...`` (default:
-the methods the ledger has). The Hypothesis settings are the active profile (``--hypothesis-profile``, or a
-profile the project loads), or ``$CAPTURE_LEDGER_PROFILE``'s when that is set; a per-example deadline is
-turned off, since the kit bounds each call itself (R-KIT-8). Under pytest-xdist every worker that runs an
-item judges the ledger again: run with ``-p no:xdist`` or ``-n 0``.
+With the ``stress`` layer it adds ``capture-ledger::stress-threads`` and ``capture-ledger::stress-processes``
+(``check_target(..., layers=("stress",))``: threads, then worker processes when the handles share state
+across processes; the processes item is skipped with why when they do not, or when the threads' run
+already broke). With the ``crash`` layer, one item per crash requirement, ``capture-ledger::crash-R-CRASH-1``
+.. ``crash-R-CRASH-4`` and ``crash-R-STATE-3``, judged by one ``check_crashes`` run per session under the
+deciding model (the strongest studied, ``journaled``; the weaker ones inform, in the terminal summary).
+A layer that cannot run here (``strace`` missing or not permitted, a factory a child cannot import) is
+skipped with why; a layer that ran and could not decide (a budget ran out, images sampled, a fault never
+injected) is an **xfail** with why: never a pass, never a failure of the ledger, and the summary says
+"undecided".
+
+Options: ``--capture-ledger-layers kit,stress,crash`` (default: all three, as ``capture-ledger check``),
+``--capture-ledger-handles N`` (default 1, the kit's and stress's), ``--capture-ledger-operations a,b,...``
+(the kit's; default: the methods the ledger has) and ``--capture-ledger-crash-workloads a,b,...`` (default:
+every crash workload the ledger supports). The Hypothesis settings are the active profile
+(``--hypothesis-profile``, or a profile the project loads), or ``$CAPTURE_LEDGER_PROFILE``'s when that is
+set; a per-example deadline is turned off, since the kit bounds each call itself (R-KIT-8). Under
+pytest-xdist every worker that runs an item judges the ledger again (and runs stress and crash again): run
+with ``-p no:xdist`` or ``-n 0``.
 
 Not guaranteed: the item names' wording beyond the group names.
 """
@@ -43,7 +57,14 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("calls", ("R-KIT-7", "R-KIT-8", "R-KIT-14")),
 )
 
+#: The crash layer's items: the requirements ``check_crashes`` judges.
+CRASH_REQUIREMENTS: tuple[str, ...] = ("R-CRASH-1", "R-CRASH-2", "R-CRASH-3", "R-CRASH-4", "R-STATE-3")
+#: The layers the plugin runs, in order; all of them by default (as ``capture-ledger check``).
+PLUGIN_LAYERS: tuple[str, ...] = ("kit", "stress", "crash")
+
 _VERDICT = pytest.StashKey[Any]()
+_STRESS = pytest.StashKey[Any]()
+_CRASH = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,8 +87,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--capture-ledger-operations",
         default=None,
         metavar="A,B,...",
-        help="protocol methods to check (default: the ones the ledger has)",
+        help="protocol methods the sequential kit checks (default: the ones the ledger has)",
     )
+    group.addoption(
+        "--capture-ledger-layers",
+        default=",".join(PLUGIN_LAYERS),
+        metavar="LAYER,...",
+        help=f"layers to run as items, among {', '.join(PLUGIN_LAYERS)} (default: all of them)",
+    )
+    group.addoption(
+        "--capture-ledger-crash-workloads",
+        default=None,
+        metavar="W,...",
+        help="crash workloads of the crash layer (default: every one the ledger supports)",
+    )
+
+
+def _layers(config: pytest.Config) -> tuple[str, ...]:
+    text = config.getoption("capture_ledger_layers") or ""
+    chosen = tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    unknown = sorted(set(chosen) - set(PLUGIN_LAYERS))
+    if unknown or not chosen:
+        raise pytest.UsageError(
+            f"--capture-ledger-layers {text!r}: the layers are {', '.join(PLUGIN_LAYERS)} (comma-separated)"
+        )
+    return chosen
+
+
+def _csv(text: str | None) -> tuple[str, ...] | None:
+    return None if text is None else tuple(p.strip() for p in text.split(",") if p.strip())
 
 
 def _in_group(requirement: str, members: tuple[str, ...]) -> bool:
@@ -127,6 +175,50 @@ def _judge(config: pytest.Config) -> Any:
     return verdict
 
 
+def _stress(config: pytest.Config) -> Any:
+    """The stress layer's ``LayerReport``, once per session (``check_target(..., layers=("stress",))``)."""
+    if _STRESS in config.stash:
+        return config.stash[_STRESS]
+    from capture_ledger.spec.kit import check_target
+
+    target = config.getoption("capture_ledger")
+    _load(target)
+    try:
+        found = check_target(target, layers=("stress",), handles=config.getoption("capture_ledger_handles"))
+        report: Any = next(layer for layer in found.layers if layer.layer == "stress")
+    except Exception as error:  # no verdict (a bad option, a target error): every stress item reports it
+        report = error
+    config.stash[_STRESS] = report
+    return report
+
+
+def _crash(config: pytest.Config) -> Any:
+    """The crash layer's ``CrashVerdict`` (once per session), or the ``Skipped`` reason it cannot run."""
+    if _CRASH in config.stash:
+        return config.stash[_CRASH]
+    from capture_ledger.spec.kit.crash import check_crashes
+    from capture_ledger.spec.kit.crash.strace import TraceError
+
+    target = config.getoption("capture_ledger")
+    _load(target)
+    found: Any
+    try:
+        found = check_crashes(target, workloads=_csv(config.getoption("capture_ledger_crash_workloads")))
+    except (TraceError, TypeError) as error:  # cannot run here: each crash item is skipped, with why
+        found = _CannotRun(str(error))
+    except Exception as error:  # no verdict (an unknown workload): every crash item reports it
+        found = error
+    config.stash[_CRASH] = found
+    return found
+
+
+class _CannotRun:
+    """Why a layer cannot run on this machine (a skip, never a pass)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
 class CaptureLedgerFailure(AssertionError):  # noqa: N818 -- a verdict
     """Requirements of one group are broken; the text holds each one's message and counterexample."""
 
@@ -167,13 +259,81 @@ class RequirementGroupItem(pytest.Item):
         return self.path, None, f"capture-ledger {self.name} of {self.config.getoption('capture_ledger')}"
 
 
+class StressRunItem(RequirementGroupItem):
+    """One run of the stress layer (``threads`` or ``processes``), judged for linearizability (R-CONC-1..)."""
+
+    def runtest(self) -> None:
+        """Pass, fail with the run's witness, skip when the run was not made (why), xfail when undecided."""
+        report = _stress(self.config)
+        if isinstance(report, Exception):
+            raise report
+        run = self.members[0]
+        found = report.coverage.get("runs", {}).get(run)
+        if found is None or isinstance(found, str):
+            pytest.skip(f"stress {run}: {found or 'not run'}")
+        if found["verdict"] == "violation":
+            runs = [r for r in ("threads", "processes") if isinstance(report.coverage["runs"].get(r), dict)]
+            violated = [r for r in runs if report.coverage["runs"][r]["verdict"] == "violation"]
+            broken = report.broken[violated.index(run)]
+            raise CaptureLedgerFailure(
+                f"{broken['requirement']} broken on {run} (seed {found['seed']}, {found['calls']} calls):\n"
+                f"{broken['counterexample']}"
+            )
+        if found["verdict"] != "ok":
+            pytest.xfail(f"undecided: stress {run}: {report.why_skipped or found['verdict']}")
+
+
+class CrashRequirementItem(RequirementGroupItem):
+    """One crash requirement under the deciding model (the strongest studied, ``journaled``)."""
+
+    def runtest(self) -> None:
+        """Fail with the shortest counterexample; pass when every image was judged on the requirement; skip
+        when the layer cannot run here or no workload judged it; xfail when the deciding model's result is
+        undecided (sampled, an effect no model follows, a fault never injected)."""
+        from capture_ledger.spec.core.verdicts import Ok
+
+        found = _crash(self.config)
+        if isinstance(found, _CannotRun):
+            pytest.skip(f"the crash layer cannot run here: {found.why}")
+        if isinstance(found, Exception):
+            raise found
+        requirement = self.members[0]
+        if not found.models:
+            pytest.skip("no persistence model studied")
+        deciding, name = found.models[0], _crash_row(found)
+        example = found.study.shortest(name, deciding, clause=requirement)
+        if example is not None:
+            raise CaptureLedgerFailure(f"{requirement} broken under {deciding}:\n{example.render()}")
+        result = found.study.result(name, deciding)
+        if isinstance(result, Ok):
+            if requirement not in result.checked:
+                pytest.skip(f"not judged: no crash workload run judges {requirement} under {deciding}")
+            return
+        pytest.xfail(f"undecided: crash under {deciding}: {getattr(result, 'reason', result)}")
+
+
+def _crash_row(found: Any) -> str:
+    """The row of ``found.study`` that holds the target (the study of one target has one)."""
+    return str(found.study.configs[0]) if found.study.configs else str(found.target)
+
+
 class CaptureLedgerCollector(pytest.Collector):
-    """The plugin's items, one per requirement group."""
+    """The plugin's items: one per requirement group, per stress run and per crash requirement."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        """One ``RequirementGroupItem`` per group of ``GROUPS``."""
-        for name, members in GROUPS:
-            yield RequirementGroupItem.from_parent(self, name=name, members=members)
+        """The items of the layers ``--capture-ledger-layers`` chooses, in the layers' order."""
+        layers = _layers(self.config)
+        if "kit" in layers:
+            for name, members in GROUPS:
+                yield RequirementGroupItem.from_parent(self, name=name, members=members)
+        if "stress" in layers:
+            for run in ("threads", "processes"):
+                yield StressRunItem.from_parent(self, name=f"stress-{run}", members=(run,))
+        if "crash" in layers:
+            for requirement in CRASH_REQUIREMENTS:
+                yield CrashRequirementItem.from_parent(
+                    self, name=f"crash-{requirement}", members=(requirement,)
+                )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -188,11 +348,51 @@ def pytest_collection_modifyitems(
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    """The kit's figures: target, operations, examples, steps, seconds, requirements checked and broken."""
-    if _VERDICT not in config.stash:
+    """The kit's figures (target, operations, examples, steps, seconds, requirements checked and broken),
+    then a line for the stress layer and one per model of the crash layer, when they ran."""
+    if not any(key in config.stash for key in (_VERDICT, _STRESS, _CRASH)):
         return
-    verdict = config.stash[_VERDICT]
     terminalreporter.write_sep("=", "capture-ledger")
+    if _VERDICT in config.stash:
+        _kit_summary(terminalreporter, config.stash[_VERDICT])
+    if _STRESS in config.stash:
+        report = config.stash[_STRESS]
+        if isinstance(report, Exception):
+            terminalreporter.write_line(f"stress: no verdict: {type(report).__name__}: {report}")
+        else:
+            word = "undecided" if report.verdict == "unknown" else report.verdict
+            runs = "; ".join(
+                f"{run} {found['verdict']} ({found['calls']} calls)"
+                if isinstance(found, dict)
+                else f"{run} {found}"
+                for run, found in report.coverage.get("runs", {}).items()
+            )
+            why = f": {report.why_skipped}" if report.why_skipped else ""
+            terminalreporter.write_line(f"stress: {word}{why}; {runs}")
+    if _CRASH in config.stash:
+        _crash_summary(terminalreporter, config.stash[_CRASH])
+
+
+def _crash_summary(terminalreporter: Any, found: Any) -> None:
+    if isinstance(found, _CannotRun):
+        terminalreporter.write_line(f"crash: skipped: {found.why}")
+        return
+    if isinstance(found, Exception):
+        terminalreporter.write_line(f"crash: no verdict: {type(found).__name__}: {found}")
+        return
+    name = _crash_row(found)
+    for index, model in enumerate(found.models):
+        word = found.study.model_verdict(name, model)
+        word = "undecided, none found (sampled)" if word == "none found (sampled)" else word
+        clauses = ", ".join(sorted(found.study.clauses(name, model)))
+        role = "decides" if index == 0 else "informs"
+        terminalreporter.write_line(f"crash: {model} ({role}): {word}{': ' + clauses if clauses else ''}")
+    terminalreporter.write_line(
+        f"crash: {found.images} images, workloads {', '.join(found.workloads) or 'none'}"
+    )
+
+
+def _kit_summary(terminalreporter: Any, verdict: Any) -> None:
     if isinstance(verdict, Exception):
         terminalreporter.write_line(f"no verdict: {type(verdict).__name__}: {verdict}")
         return

@@ -109,6 +109,26 @@ class CrashStudy:
         followed, or nothing ran): the kind of ``result``."""
         return self.result(config, model).kind
 
+    def model_verdict(self, config: str, model: str) -> str:
+        """Row ``config`` under ``model`` in a word: ``broken`` (a clause breaks), ``ok`` (every image of
+        every workload judged, none broke), ``none found (sampled)`` (no violation, but some exploration was
+        judged on a sample only) or ``unknown`` (an effect no model follows, a requested fault never
+        injected, or nothing ran)."""
+        result = self.result(config, model)
+        if isinstance(result, Violation):
+            return "broken"
+        if isinstance(result, Ok):
+            return "ok"
+        found = self.explorations(config, model)
+        if found and not any(e.unsupported or e.not_exercised for e in found):
+            return "none found (sampled)"
+        return "unknown"
+
+    def deciding_model(self) -> str | None:
+        """The model whose result decides the crash commands' exit status: the strongest studied
+        (``journaled`` when it runs), ``None`` when none was."""
+        return self.models[0] if self.models else None
+
     def shortest(
         self, config: str, model: str | None = None, *, clause: str | None = None
     ) -> CrashViolation | None:
@@ -188,6 +208,8 @@ class CrashStudy:
         """The crash commands' acceptance: 1 (``exit_code`` of the ``Violation``) when a row of ``configs``
         (default: every row) breaks a clause under ``model`` (default: the strongest studied), else 0. An
         ``Unknown`` cell (sampled, not followed) is reported, not failed: the commands exit 0 on it."""
-        chosen = model if model is not None else self.models[0]
+        chosen = model if model is not None else self.deciding_model()
+        if chosen is None:
+            return EXIT_OK
         verdict = worst(self.result(c, chosen) for c in (self.configs if configs is None else configs))
         return exit_code(verdict) if isinstance(verdict, Violation) else EXIT_OK

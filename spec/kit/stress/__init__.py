@@ -2,8 +2,9 @@
 
 ``mix`` draws the operation mixes (weighted toward the races that matter, on few rollout IDs so that calls
 collide), ``running`` runs one mix against handles of a ledger on threads or as asyncio tasks and records
-every call on one monotonic clock, ``witness`` writes a violation's minimal witness as a text timeline, and
-``check`` is ``check_concurrency``, which ties them to the linearizability checker. Every verdict is the
+every call on one monotonic clock, ``witness`` writes a violation's minimal witness as a text timeline
+(``witness_svg`` draws it as SVG), and ``check`` is ``check_concurrency``, which ties them to the
+linearizability checker. Every verdict is the
 shared one (``spec.core.verdicts``); a violation's ``witness`` is a ``StressWitness``.
 
 Not guaranteed: that a seed reproduces an interleaving (it reproduces the operation mix only; the OS picks
@@ -21,6 +22,7 @@ from capture_ledger.spec.kit.stress._check import (
 )
 from capture_ledger.spec.kit.stress._judge import DEFAULT_CHECK_BUDGET, StressWitness
 from capture_ledger.spec.kit.stress._mix import MixSettings, draw_round
+from capture_ledger.spec.kit.stress._picture import witness_svg
 from capture_ledger.spec.kit.stress._processes import run_processes
 from capture_ledger.spec.kit.stress._witness import op_text, outcome_text
 
@@ -37,4 +39,5 @@ __all__ = [
     "outcome_text",
     "present_operations",
     "run_processes",
+    "witness_svg",
 ]

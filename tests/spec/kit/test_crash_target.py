@@ -193,3 +193,66 @@ def test_the_example_ledgers_full_catalogue_under_journaled() -> None:
         "--target", "examples.directory_ledger:open_ledger", "--model", "journaled", "--json"
     )
     assert code == 0 and data is not None and data["broken"] == []
+
+
+@needs_strace
+def test_only_a_weaker_model_broken_reads_ok_with_each_models_verdict() -> None:
+    """The top-level ``verdict`` follows the deciding model, as the exit code does: a fence file that is
+    never fsynced breaks R-CRASH-2 under ext4-nojournal only, so ``verdict`` is ``ok`` (it said
+    ``violation`` while the command exited 0) and ``models`` says which model broke."""
+    target = "examples.bugs.directory_bugs:open_dir_fence_file_not_fsynced"
+    code, data, _ = _crash("--target", target, "--workload", "retire-live", "--json")
+    assert data is not None and set(data) >= PINNED
+    assert data["models"] == {"journaled": "ok", "weakest-posix": "ok", "ext4-nojournal": "broken"}
+    assert (code, data["verdict"], data["deciding_model"], data["deciding_why"]) == (
+        0,
+        "ok",
+        "journaled",
+        None,
+    )
+    assert {b["model"] for b in data["broken"]} == {"ext4-nojournal"}
+    assert "R-CRASH-2" in {b["clause"] for b in data["broken"]}
+
+
+@needs_strace
+def test_a_sampled_clean_deciding_model_is_unknown_none_found_sampled() -> None:
+    """One image per crash point (``--budget 1``): no violation in a sample proves nothing, so the deciding
+    model reads ``none found (sampled)`` and the top-level ``verdict`` is ``unknown``, exit 0 (reported,
+    not failed), as check's crash layer says ``unknown``."""
+    code, data, _ = _crash(
+        "--target",
+        "examples.directory_ledger:open_ledger",
+        "--workload",
+        "record-new",
+        "--budget",
+        "1",
+        "--json",
+    )
+    assert data is not None and code == 0
+    assert data["models"]["journaled"] == "none found (sampled)"
+    assert data["verdict"] == "unknown" and data["deciding_model"] == "journaled"
+    assert "sampled beyond the budget per crash point" in data["deciding_why"]
+
+
+@needs_strace
+def test_a_weaker_model_alone_says_only_journaled_decides_a_default_run() -> None:
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "capture_ledger.impl.cli.main", "crash", "--target"),
+            *(
+                "examples.directory_ledger:open_ledger",
+                "--workload",
+                "record-new",
+                "--model",
+                "ext4-nojournal",
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "models: ext4-nojournal ok; the exit code follows ext4-nojournal (ok)" in done.stdout
+    assert "note: only the journaled model decides the exit code of a run that studies it" in done.stdout
