@@ -21,9 +21,13 @@ from capture_ledger.spec.concurrency.history import results_match
 from capture_ledger.spec.core.model import (
     ABSENT,
     Delete,
+    Err,
+    ManifestValue,
+    Ok,
     Operation,
     Record,
     RecordFailure,
+    Removal,
     Result,
     Retire,
     RolloutState,
@@ -80,12 +84,59 @@ class Outcome:
     state: RolloutState
 
 
+def _observed_key(observed: Result | None) -> object:
+    """A key under which observed results compare alike with every model result (``results_match``):
+    the type of the value with the value, so ``Ok(True)`` and ``Ok(1)`` differ; anything else by identity."""
+    if observed is None:
+        return None
+    if type(observed) is Err:
+        return Err, observed.kind
+    if type(observed) is Ok:
+        value = observed.value
+        kind = type(value)
+        if kind is bool or kind is str or value is None:
+            return kind, value
+        if kind is ManifestValue or kind is Removal:
+            try:
+                hash(value)
+            except TypeError:
+                return id(observed)
+            return kind, value
+    return id(observed)
+
+
+class _Table:
+    """One partition's transitions through the model, each computed once: the model's states interned
+    as small numbers (two equal states, one number), and per transition and observed result (sub-operations
+    of equal calls share them) the number of the state after and whether the result matches, per state
+    before. The search then hashes numbers, not states, and calls the model once per distinct step."""
+
+    def __init__(self, ops: Sequence[SubOperation]) -> None:
+        self.states: list[RolloutState] = [ABSENT]
+        self.number: dict[RolloutState, int] = {ABSENT: 0}
+        groups: dict[tuple[int, object], dict[int, tuple[int, bool]]] = {}
+        keys = [(id(op.apply), _observed_key(op.observed)) for op in ops]
+        self.steps: list[dict[int, tuple[int, bool]]] = [
+            groups.get(key) or groups.setdefault(key, {}) for key in keys
+        ]
+
+    def step(self, op: SubOperation, before: int) -> tuple[int, bool]:
+        """The model's step of ``op`` from state number ``before``: the number after, and the match."""
+        state, expected = op.apply(self.states[before])
+        after = self.number.get(state)
+        if after is None:
+            after = self.number[state] = len(self.states)
+            self.states.append(state)
+        return after, op.observed is None or results_match(expected, op.observed)
+
+
 def plain_search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool = False) -> Outcome:
     """Wing & Gong / Lowe search with memoisation, as porcupine's ``checkSingle``, on the model's states.
 
     The reference that ``search`` is checked against (``tests/spec/concurrency/test_commute.py``) and
     measured against (``benchmarks/bench_linearizability.py``): every order of unordered writes is a state
-    of its own here.
+    of its own here. The states are the model's, interned (``_Table``): each distinct step is the model's,
+    computed once.
 
     Args:
         ops: one rollout ID's sub-operations (a retire's completion right after its fence).
@@ -96,51 +147,46 @@ def plain_search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool =
         Whether the sub-operations are linearizable (``None``: the budget ran out first).
     """
     n = len(ops)
-    # Entries 1..2n: call of op i is i+1, its return n+i+1; 0 is the list head. A call sorts before a
-    # return at the same instant.
-    order = sorted(
-        [(op.invoked, 0, i) for i, op in enumerate(ops)]
-        + [(op.returned, 1, n + i) for i, op in enumerate(ops)]
-    )
-    nxt = [0] * (2 * n + 2)
-    prv = [0] * (2 * n + 2)
-    last = 0
-    for _, _, entry in order:
-        nxt[last] = entry + 1
-        prv[entry + 1] = last
-        last = entry + 1
-    nxt[last] = 0  # 0 doubles as the end of the list
-    must = sum(1 for op in ops if op.returned != math.inf)  # returned calls still to linearize
+    nxt, prv = _links(ops)
+    returned = [op.returned for op in ops]
+    must = n - returned.count(math.inf)  # returned calls still to linearize
     # A retire's completion may only follow its own fence (the sub-operation just before it).
     after = [
         i - 1 if op.stage == "complete" and i and ops[i - 1].stage == "fence" else -1
         for i, op in enumerate(ops)
     ]
-    state: RolloutState = ABSENT
+    table = _Table(ops)
+    steps, states = table.steps, table.states
+    state = 0  # the number of the state (``_Table``)
     linearized = 0
-    cache: set[tuple[int, RolloutState]] = set()
-    calls: list[tuple[int, RolloutState]] = []
+    cache: set[tuple[int, int]] = set()
+    calls: list[tuple[int, int]] = []
     longest: tuple[int, ...] = ()
-    longest_state: RolloutState = ABSENT
+    longest_state = 0
+    spent = budget.spent
+    limit = math.inf if budget.limit is None else budget.limit
     entry = nxt[0]
     while must:
-        if budget.exhausted():
-            return Outcome(None, longest, longest_state)
-        budget.spent += 1
+        if spent >= limit:
+            budget.spent = spent
+            return Outcome(None, longest, states[longest_state])
+        spent += 1
         i = entry - 1
         if 0 <= i < n:  # a call: try to linearize it now
-            op = ops[i]
             if after[i] >= 0 and not (linearized >> after[i]) & 1:
                 entry = nxt[entry]
                 continue
-            new_state, expected = op.apply(state)
-            if op.observed is None or results_match(expected, op.observed):
+            known = steps[i].get(state)
+            if known is None:
+                known = steps[i][state] = table.step(ops[i], state)
+            new_state, matches = known
+            if matches:
                 key = (linearized | (1 << i), new_state)
                 if key not in cache:
                     cache.add(key)
                     calls.append((i, state))
                     state, linearized = new_state, key[0]
-                    if op.returned != math.inf:
+                    if returned[i] != math.inf:
                         must -= 1
                     ret = n + i + 1
                     nxt[prv[entry]] = nxt[entry]  # lift the call and its return out of the list
@@ -155,10 +201,11 @@ def plain_search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool =
             continue
         # A return whose call is not linearized (or the end of the list): undo the last linearization.
         if not calls:
-            return Outcome(False, longest, longest_state)
+            budget.spent = spent
+            return Outcome(False, longest, states[longest_state])
         i, state = calls.pop()
         linearized &= ~(1 << i)
-        if ops[i].returned != math.inf:
+        if returned[i] != math.inf:
             must += 1
         call, ret = i + 1, n + i + 1
         nxt[prv[ret]] = ret  # unlift in reverse order
@@ -166,20 +213,22 @@ def plain_search(ops: Sequence[SubOperation], budget: Budget, *, explain: bool =
         nxt[prv[call]] = call
         prv[nxt[call]] = call
         entry = nxt[call]
-    return Outcome(True, longest, longest_state)
+    budget.spent = spent
+    return Outcome(True, longest, states[longest_state])
 
 
 def _links(ops: Sequence[SubOperation]) -> tuple[list[int], list[int]]:
-    """The doubly linked list of call and return entries sorted by time (``plain_search``'s layout)."""
+    """The doubly linked list of call and return entries sorted by time: entry ``i + 1`` is call ``i``,
+    ``n + i + 1`` its return, 0 the head and the end. A call sorts before a return at the same instant,
+    and calls (returns) at one instant in index order: a stable sort of the calls, then the returns."""
     n = len(ops)
-    order = sorted(
-        [(op.invoked, 0, i) for i, op in enumerate(ops)]
-        + [(op.returned, 1, n + i) for i, op in enumerate(ops)]
-    )
+    times = [op.invoked for op in ops]
+    times += [op.returned for op in ops]
+    order = sorted(range(2 * n), key=times.__getitem__)
     nxt = [0] * (2 * n + 2)
     prv = [0] * (2 * n + 2)
     last = 0
-    for _, _, entry in order:
+    for entry in order:
         nxt[last] = entry + 1
         prv[entry + 1] = last
         last = entry + 1
@@ -360,20 +409,38 @@ CROWD = 3
 
 
 def _crowd(ops: Sequence[SubOperation]) -> int:
-    """The most writes of ``ops`` in flight at one instant (touching calls count as concurrent)."""
-    marks = sorted(
-        [(op.invoked, 0) for op in ops if isinstance(op.op, Record | RecordFailure)]
-        + [(op.returned, 1) for op in ops if isinstance(op.op, Record | RecordFailure)]
-    )
+    """The most *simple* writes of ``ops`` in flight at one instant (touching calls count as concurrent):
+    writes whose key (a record's model call ID, a failure itself) no other write of ``ops`` has. Only
+    their orders multiply the plain search's states; a write whose key recurs is ordered by the model
+    (R-WRITE-3, R-WRITE-7) and is no loose row for ``search`` either."""
+    keys: dict[object, int] = {}
+    writes: list[tuple[object, SubOperation]] = []
+    for op in ops:
+        call = op.op
+        kind = type(call)
+        if kind is Record or isinstance(call, Record):
+            key: object = call.row["model_call_id"]  # type: ignore[union-attr,index]
+        elif kind is RecordFailure or isinstance(call, RecordFailure):
+            key = (call.model_call_id, call.reason)  # type: ignore[union-attr]
+        else:
+            continue
+        writes.append((key, op))
+        keys[key] = keys.get(key, 0) + 1
+    marks = [(op.invoked, 0) for key, op in writes if keys[key] == 1]
+    if len(marks) <= CROWD:
+        return len(marks)
+    marks += [(op.returned, 1) for key, op in writes if keys[key] == 1]
+    marks.sort()
     most = now = 0
-    for _, kind in marks:
-        now += 1 - 2 * kind
+    for _, mark in marks:
+        now += 1 - 2 * mark
         most = max(most, now)
     return most
 
 
 def judge(ops: Sequence[SubOperation], budget: Budget) -> Outcome:
-    """``plain_search`` when at most ``CROWD`` writes are ever in flight at once, else ``search``: both are
+    """``plain_search`` when at most ``CROWD`` simple writes are ever in flight at once (``_crowd``), else
+    ``search``: both are
     exact (``tests/spec/concurrency/test_commute.py`` holds ``search`` to the plain one), and with so few
     writes to order the plain search has few orders to try and none of ``search``'s set-up per partition
     (``Commuting``). Which one judged is not part of the outcome."""
