@@ -9,8 +9,9 @@ one timeline picture per counterexample. Exit code 0 when the default protocol s
 the journaled model (the study's own acceptance), 1 otherwise.
 
 ``capture-ledger crash --kernel`` runs the kernel study instead (docs/crash.md §The kernel study): each
-workload on a real ext4 image (``--fs``: ``ext4-ordered``, ``ext4-journal``, ``ext4-nojournal``; default
-all three) served through a block-write log, every crash state recovered by the kernel, read back by a
+workload on a real file-system image (``--fs``: ``ext4-ordered``, ``ext4-journal``, ``ext4-nojournal``,
+``xfs``, ``btrfs``, and the ext4 ones at 4 KiB blocks as ``...-4k``; default the first three, 1 KiB ext4)
+served through a block-write log, every crash state recovered by the kernel, read back by a
 fresh store and judged, and compared with the matching persistence model. Progress goes to standard
 error; ``--json`` prints one JSON object per file system. Exit code 0 when every state lies inside its
 model and the default protocol keeps the contract on the journaled configurations, 1 otherwise, 2 when the

@@ -21,12 +21,17 @@ if TYPE_CHECKING:
     from capture_ledger.impl.store._filesystems import choose, detect
     from capture_ledger.impl.store._lines import (
         FENCE_SUFFIX,
+        INCARNATION_BYTES,
         LEDGER_SUFFIX,
         CorruptLedgerError,
+        bytes_have_rows,
         decode,
         encode,
         fence_name,
+        incarnation_line,
+        incarnation_seed,
         ledger_name,
+        seal,
     )
     from capture_ledger.impl.store._locks import rollout_slot, stripe_lock, stripe_of
     from capture_ledger.impl.store._ordering import (
@@ -55,6 +60,11 @@ _LAZY = {
     "detect": "capture_ledger.impl.store._filesystems",
     "CorruptLedgerError": "capture_ledger.impl.store._lines",
     "FENCE_SUFFIX": "capture_ledger.impl.store._lines",
+    "INCARNATION_BYTES": "capture_ledger.impl.store._lines",
+    "bytes_have_rows": "capture_ledger.impl.store._lines",
+    "incarnation_line": "capture_ledger.impl.store._lines",
+    "incarnation_seed": "capture_ledger.impl.store._lines",
+    "seal": "capture_ledger.impl.store._lines",
     "LEDGER_SUFFIX": "capture_ledger.impl.store._lines",
     "decode": "capture_ledger.impl.store._lines",
     "encode": "capture_ledger.impl.store._lines",
@@ -85,6 +95,7 @@ _LAZY = {
 
 __all__ = [
     "FENCE_SUFFIX",
+    "INCARNATION_BYTES",
     "LEDGER_SUFFIX",
     "CachedLedger",
     "CorruptLedgerError",
@@ -102,12 +113,15 @@ __all__ = [
     "SyncRegister",
     "SyncWait",
     "Syncs",
+    "bytes_have_rows",
     "check",
     "choose",
     "decode",
     "detect",
     "encode",
     "fence_name",
+    "incarnation_line",
+    "incarnation_seed",
     "ledger_name",
     "lock_file_name",
     "open_file_store",
@@ -118,6 +132,7 @@ __all__ = [
     "remove_ledger",
     "rollout_slot",
     "row_and_canonical",
+    "seal",
     "shared_syncs",
     "stripe_lock",
     "stripe_of",

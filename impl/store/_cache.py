@@ -41,6 +41,8 @@ class CachedLedger:
     #: failure entries already present, for R-WRITE-7.
     failures: set[Entry] = field(default_factory=set)
     counted: int = 0
+    #: The ledger's incarnation seed (``lines.incarnation_seed``); ``None``: a legacy ledger, or none yet.
+    seed: int | None = None
 
     def extend(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
         """Add parsed or appended entries in file order."""

@@ -15,7 +15,8 @@ cheapest ``fence_sync`` the study shows safe under that model:
 | tmpfs, ramfs (nothing survives a crash) | volatile | ``"directory"`` |
 | anything else, or nothing detectable | unknown | ``"file"`` (safe under every model studied) |
 
-``"file"`` rather than ``"syncfs"`` without a journal: both are safe there, but ``syncfs`` flushes every
+``"file"`` rather than ``"syncfs"`` without a journal: both are safe there (with the incarnation lines of
+R-STORE-14 the crash study finds ``"file"`` clean under all three models), but ``syncfs`` flushes every
 dirty page of the whole file system, so its cost grows with other writers on it (a checkpoint being
 written on the same disk), while ``"file"`` costs one fsync of an empty file per new fence
 (benchmarks/bench_group_commit.py, docs/store.md).

@@ -20,7 +20,15 @@ from __future__ import annotations
 import errno
 
 from capture_ledger.impl.store._cache import CachedLedger, LedgerCache
-from capture_ledger.impl.store._lines import decode, fence_name, ledger_name
+from capture_ledger.impl.store._lines import (
+    decode,
+    fence_name,
+    has_rows,
+    incarnation_line,
+    incarnation_seed,
+    ledger_name,
+    seal,
+)
 from capture_ledger.impl.store._locks import RolloutSlot, rollout_slot, stripe_lock
 from capture_ledger.impl.store._ordering import Ordering
 from capture_ledger.impl.store._statistics import Counters
@@ -54,9 +62,9 @@ class Ledgers:
         self._poisoned: dict[str, int | None] = {}
 
     # ----------------------------------------------------------------------------------------- writes
-    def write(self, rollout_id: str, entry: Entry, line: bytes) -> bool:
-        """Apply one write (``line`` is ``encode(entry)``) under the rollout's lock; ``True`` when a fence
-        discarded it (R-WRITE-4)."""
+    def write(self, rollout_id: str, entry: Entry, body: bytes) -> bool:
+        """Apply one write (``body`` is ``entry_json(entry)``, sealed here with the ledger's incarnation,
+        R-STORE-14) under the rollout's lock; ``True`` when a fence discarded it (R-WRITE-4)."""
         fs, order = self._fs, self._ordering
         stripe, slot = rollout_slot(rollout_id, self._stripes)
         name = ledger_name(rollout_id)
@@ -69,14 +77,20 @@ class Ledgers:
                 # No ledger, so no rows: the one case in which a write looks for the fence (R-WRITE-6).
                 if self._fenced_for_write(rollout_id):
                     return True
+                created = incarnation_line()
+                created_seed = incarnation_seed(created)
                 try:
-                    stat = order.create_ledger(fs, name, line)
+                    stat = order.create_ledger(fs, name, seal(body, created_seed), incarnation=created)
                 except OSError:
                     if not order.undo_create(fs, name):
                         self._poison(rollout_id, None)
                     raise
                 cached = CachedLedger(
-                    inode=stat.inode, end=stat.size, generation=generation, durable=stat.size
+                    inode=stat.inode,
+                    end=stat.size,
+                    generation=generation,
+                    durable=stat.size,
+                    seed=created_seed,
                 )
                 cached.add(entry)
                 self._cache.put(rollout_id, cached)
@@ -106,8 +120,16 @@ class Ledgers:
                     return False
                 torn_end = loaded.end if size > loaded.end else None
                 first_row = not loaded.entries
+                seed, incarnation = loaded.seed, None
+                if first_row and seed is None:
+                    # No complete line (loaded.end is 0): the ledger starts a new incarnation (R-STORE-14).
+                    incarnation = incarnation_line()
+                    seed = incarnation_seed(incarnation)
+                line = seal(body, seed)
                 try:
-                    order.append_line(fs, fd, line, torn_end=torn_end, first_row=first_row)
+                    order.append_line(
+                        fs, fd, line, torn_end=torn_end, first_row=first_row, incarnation=incarnation
+                    )
                 except OSError:
                     start = loaded.end  # where the line began (after the torn tail's cut, if any)
                     if first_row:
@@ -117,7 +139,8 @@ class Ledgers:
                     raise
             finally:
                 fs.close(fd)
-            loaded.end += len(line)
+            loaded.end += len(line) + (len(incarnation) if incarnation is not None else 0)
+            loaded.seed = seed
             loaded.durable = loaded.end  # the fsync of this append covered every byte before it
             loaded.add(entry)
             self._cache.put(rollout_id, loaded)
@@ -203,9 +226,10 @@ class Ledgers:
         if cached is not None:
             got = fs.read(name, cached.end)
             if got is not None and order.cache_matches(cached, got[0]):
-                decoded = decode(got[1], start=cached.end, name=name)
+                decoded = decode(got[1], start=cached.end, name=name, seed=cached.seed)
                 cached.extend(decoded.entries)
                 cached.end = decoded.end
+                cached.seed = decoded.seed
                 return cached
         self._cache.drop(rollout_id)
         got = fs.read(name, 0)
@@ -213,7 +237,7 @@ class Ledgers:
             return None
         stat, data = got
         decoded = decode(data, name=name)
-        fresh = CachedLedger(inode=stat.inode, end=decoded.end, generation=generation)
+        fresh = CachedLedger(inode=stat.inode, end=decoded.end, generation=generation, seed=decoded.seed)
         fresh.extend(decoded.entries)
         return fresh
 
@@ -246,7 +270,7 @@ class Ledgers:
         got = self._fs.read(ledger_name(rollout_id), 0)
         if got is None:
             return False, False
-        return b"\n" in got[1], True
+        return has_rows(got[1]), True
 
     def forget(self, rollout_id: str) -> None:
         """Drop the cached rows of a removed ID, and its poison: the ledger it described is gone."""

@@ -17,6 +17,20 @@ docs/crash.md §The kernel study). The torn tail then starts at that line (R-STO
 safe: an fsync that returned flushed every block of the file, so a lost block only ever holds bytes of
 appends not yet acknowledged, which a crash may drop (R-CRASH-4).
 
+**Incarnations** (R-STORE-14). A ledger the store creates opens with an *incarnation line*,
+``{"incarnation":"<12 lowercase hex digits>"}`` (random, 31 bytes with its newline), and every later line
+of that ledger is *sealed*: the entry's JSON, a space, and 8 lowercase hex digits, the CRC-32 of the
+incarnation line followed by that JSON (``zlib.crc32(json, zlib.crc32(incarnation_line))``). A line of
+such a ledger that is not sealed with its incarnation (a stale block of a removed ledger read back inside
+the new file, a line torn across a lost block, a second incarnation line) is crash residue, as a NUL is:
+it and everything after it are the torn tail. A complete, correctly sealed line whose JSON is not an entry
+is corruption. The incarnation line is made durable (fsynced) before any row is written after it, so the
+file's first block never reads as another file's block (a crash can only replace blocks a file did not
+hold at its last fsync, spec/crash/durability.py). It is shorter than any row line (33 bytes at least), so
+a stale block cut to its length never holds a complete row. A ledger whose first line is not an
+incarnation line (written before incarnations, "legacy") is read and appended to as before: unsealed lines.
+The bytes of a row (``manifest``) are the same in both formats.
+
 Lines this store wrote are read by ``canonical.record_of_line`` (the line already holds the row's canonical
 JSON); any other line goes through the spec's ``json.loads``, ``validate_row`` and ``canonical_json``.
 
@@ -27,6 +41,8 @@ corruption, reported by ``CorruptLedgerError`` (and by ``check``), never silentl
 from __future__ import annotations
 
 import json
+import secrets
+import zlib
 from dataclasses import dataclass
 
 from capture_ledger.impl.store._canonical import record_of_line
@@ -36,18 +52,32 @@ from capture_ledger.spec.core.rows import canonical_json, validate_failure, vali
 
 __all__ = [
     "FENCE_SUFFIX",
+    "INCARNATION_BYTES",
     "LEDGER_SUFFIX",
     "CorruptLedgerError",
     "Decoded",
+    "bytes_have_rows",
     "decode",
     "encode",
+    "entry_json",
     "fence_name",
+    "has_rows",
+    "incarnation_line",
+    "incarnation_seed",
     "ledger_name",
+    "seal",
 ]
 
 LEDGER_SUFFIX = ".lineage.jsonl"
 FENCE_SUFFIX = ".lineage.retired"
 _NEWLINE = 0x0A
+_INCARNATION_PREFIX = b'{"incarnation":"'
+_INCARNATION_SUFFIX = b'"}'
+_INCARNATION_DIGITS = 12
+#: The length of an incarnation line, newline included (shorter than any row line).
+INCARNATION_BYTES = len(_INCARNATION_PREFIX) + _INCARNATION_DIGITS + len(_INCARNATION_SUFFIX) + 1
+_HEX = frozenset(b"0123456789abcdef")
+_SEAL_BYTES = 9  # a space and 8 hex digits
 
 
 def ledger_name(rollout_id: str) -> str:
@@ -76,17 +106,67 @@ class CorruptLedgerError(CaptureLedgerError):
         return (type(self), (self.name, self.offset, self.reason))
 
 
-def encode(entry: Entry) -> bytes:
-    """The line of one entry, ``\\n`` included."""
+def incarnation_line() -> bytes:
+    """A new ledger's first line: a random incarnation, ``\\n`` included (R-STORE-14)."""
+    return (
+        _INCARNATION_PREFIX
+        + secrets.token_hex(_INCARNATION_DIGITS // 2).encode()
+        + _INCARNATION_SUFFIX
+        + b"\n"
+    )
+
+
+def _is_incarnation(line: bytes) -> bool:
+    """Whether ``line`` (without its newline) is an incarnation line as ``incarnation_line`` writes it."""
+    return (
+        len(line) == INCARNATION_BYTES - 1
+        and line.startswith(_INCARNATION_PREFIX)
+        and line.endswith(_INCARNATION_SUFFIX)
+        and _HEX.issuperset(line[len(_INCARNATION_PREFIX) : -len(_INCARNATION_SUFFIX)])
+    )
+
+
+def incarnation_seed(line: bytes) -> int:
+    """The CRC-32 of an incarnation line (``\\n`` included): what seals the ledger's lines."""
+    return zlib.crc32(line)
+
+
+def entry_json(entry: Entry) -> bytes:
+    """The JSON of one entry's line, without the newline or a seal."""
     if isinstance(entry, RecordEntry):
-        text = '{"record":' + entry.canonical + "}\n"
+        text = '{"record":' + entry.canonical + "}"
     else:
         text = (
             '{"failure":'
             + canonical_json({"model_call_id": entry.model_call_id, "reason": entry.reason})
-            + "}\n"
+            + "}"
         )
     return text.encode("utf-8", "surrogatepass")
+
+
+def seal(body: bytes, seed: int | None) -> bytes:
+    """The line of ``body`` (an entry's JSON) in a ledger of incarnation ``seed``, ``\\n`` included:
+    ``body`` and its seal, or ``body`` alone in a legacy ledger (``seed`` is ``None``)."""
+    if seed is None:
+        return body + b"\n"
+    return b"%s %08x\n" % (body, zlib.crc32(body, seed))
+
+
+def encode(entry: Entry, seed: int | None = None) -> bytes:
+    """The line of one entry, ``\\n`` included, sealed with ``seed`` (``None``: a legacy ledger's line)."""
+    return seal(entry_json(entry), seed)
+
+
+def _unsealed(line: bytes, seed: int) -> bytes | None:
+    """The JSON of a line sealed with ``seed`` (without its newline), or ``None`` when the seal is not
+    that incarnation's (crash residue)."""
+    if len(line) <= _SEAL_BYTES or line[-_SEAL_BYTES] != 0x20:
+        return None
+    digits = line[-8:]
+    if not _HEX.issuperset(digits):
+        return None
+    body = line[:-_SEAL_BYTES]
+    return body if zlib.crc32(body, seed) == int(digits, 16) else None
 
 
 def _decode_line(line: bytes) -> Entry:
@@ -112,12 +192,15 @@ class Decoded:
     """The entries of some bytes of a ledger, and where they end.
 
     ``end`` is the offset just past the last complete line before any crash residue (``start`` plus the
-    bytes consumed); bytes from ``end`` to ``size`` are a torn tail (R-STORE-6, R-STORE-11).
+    bytes consumed); bytes from ``end`` to ``size`` are a torn tail (R-STORE-6, R-STORE-11, R-STORE-14).
+    ``seed`` is the ledger's incarnation seed (``incarnation_seed``), ``None`` for a legacy ledger or one
+    without a complete first line.
     """
 
     entries: tuple[Entry, ...]
     end: int
     size: int
+    seed: int | None = None
 
     @property
     def torn(self) -> bool:
@@ -125,16 +208,18 @@ class Decoded:
         return self.size > self.end
 
 
-def decode(data: bytes, *, start: int = 0, name: str = "") -> Decoded:
+def decode(data: bytes, *, start: int = 0, name: str = "", seed: int | None = None) -> Decoded:
     """Decode the complete lines of ``data``, which begins at byte ``start`` of the file.
 
     Args:
         data: bytes read from ``start`` to the end of the file.
         start: the file offset of ``data[0]`` (a line boundary).
         name: the file's name, for error messages.
+        seed: the ledger's incarnation seed when ``start`` is past its first line (``Decoded.seed`` of an
+            earlier decode); ignored from byte 0, where the first line says it.
 
     Returns:
-        The entries of the complete lines, the offset past the last one, and the file size seen.
+        The entries of the complete lines, the offset past the last one, the file size seen, and the seed.
 
     Raises:
         CorruptLedgerError: a complete line is not a row.
@@ -145,11 +230,42 @@ def decode(data: bytes, *, start: int = 0, name: str = "") -> Decoded:
     nul = data.find(b"\0", 0, last)
     if nul >= 0:  # crash residue: from the line holding the NUL on, nothing is a row (R-STORE-11)
         last = data.rfind(b"\n", 0, nul) + 1
+    if start == 0:
+        seed = None
+        if last:
+            first = data.index(_NEWLINE)
+            if _is_incarnation(data[:first]):
+                seed = incarnation_seed(data[: first + 1])
+                position = first + 1
     while position < last:
         newline = data.index(_NEWLINE, position)
+        line = data[position:newline]
+        if seed is not None:
+            body = _unsealed(line, seed)
+            if body is None:  # another incarnation's bytes, or a line torn across a lost block: residue
+                last = position
+                break
+            line = body
         try:
-            entries.append(_decode_line(data[position:newline]))
+            entries.append(_decode_line(line))
         except (ValueError, TypeError, UnicodeDecodeError) as error:
             raise CorruptLedgerError(name, start + position, str(error)) from None
         position = newline + 1
-    return Decoded(tuple(entries), start + last, start + len(data))
+    return Decoded(tuple(entries), start + last, start + len(data), seed)
+
+
+def has_rows(data: bytes) -> bool:
+    """Whether a ledger's bytes (from byte 0) hold a complete line that may be a row, without decoding
+    them all: for a removal, which removes a corrupt ledger like any other (R-STORE-4, R-STORE-5)."""
+    first = data.find(b"\n") + 1
+    if not first or not _is_incarnation(data[: first - 1]):
+        return first > 0
+    second = data.find(b"\n", first)
+    if second < 0:
+        return False
+    line = data[first:second]
+    return b"\0" not in line and _unsealed(line, incarnation_seed(data[:first])) is not None
+
+
+#: ``has_rows`` under the name the package exports (``impl.store.has_rows`` would read as the protocol's).
+bytes_have_rows = has_rows

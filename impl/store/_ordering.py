@@ -9,7 +9,8 @@ this order:
   the file held no row yet: its creator may have died before syncing its entry]. If any of it fails,
   still under the lock, cut the file back to where the line began (``undo_append``; a ledger the
   record created is unlinked, ``undo_create``): a failed fsync's pages cannot be trusted (R-STORE-13).
-  **Creating** a ledger: open with ``O_CREAT``, write, fsync the file, then fsync the directory before
+  **Creating** a ledger: open with ``O_CREAT``, write its incarnation line and fsync it (R-STORE-14), write
+  the row, fsync the file, then fsync the directory before
   the record returns, all under the rollout's lock (so no other handle can append to, and return from, a
   file whose entry is not yet durable).
 - **retire** (R-STORE-4): phase 1, under each ID's lock, note whether it has a ledger and create the fence if
@@ -157,15 +158,28 @@ class Ordering:
 
     # --------------------------------------------------------------------------------------- the writes
     def append_line(
-        self, fs: FileSystem, fd: int, line: bytes, *, torn_end: int | None, first_row: bool
+        self,
+        fs: FileSystem,
+        fd: int,
+        line: bytes,
+        *,
+        torn_end: int | None,
+        first_row: bool,
+        incarnation: bytes | None = None,
     ) -> None:
         """Append ``line`` to an open ledger (R-STORE-3); first cut a torn tail to ``torn_end`` (R-STORE-6).
 
         ``first_row``: the file held no row yet (left empty by a creator that failed or crashed before its
-        directory sync), so the append also syncs the directory, as a creation does.
+        directory sync), so the append also syncs the directory, as a creation does; and it first makes the
+        ledger's incarnation line durable (R-STORE-14): ``incarnation``, written here when the file had
+        none, or the one a creator left, which it may not have synced.
         """
         if torn_end is not None:
             fs.truncate(fd, torn_end)
+        if first_row:
+            if incarnation is not None:
+                fs.write(fd, incarnation)
+            self.sync_data(fs, fd)
         fs.write(fd, line)
         self.sync_data(fs, fd)
         if first_row:
@@ -217,10 +231,14 @@ class Ordering:
         self.sync_data(fs, fd)
         self.sync_created(fs)
 
-    def create_ledger(self, fs: FileSystem, name: str, line: bytes) -> FileStat:
-        """Create ledger ``name`` holding ``line``, durable with its directory entry (R-STORE-3).
+    def create_ledger(self, fs: FileSystem, name: str, line: bytes, *, incarnation: bytes) -> FileStat:
+        """Create ledger ``name`` holding ``incarnation`` and then ``line``, durable with its directory entry
+        (R-STORE-3).
 
-        The caller holds the rollout's lock and has seen that no ledger file exists.
+        The incarnation line is fsynced before the row is written (R-STORE-14): without a journal, a block
+        the file did not hold at its last fsync may read back as a removed file's block after a crash, so
+        the first block must be the file's own before any row follows it. The caller holds the rollout's
+        lock and has seen that no ledger file exists.
 
         Returns:
             The new file's inode and size.
@@ -228,6 +246,8 @@ class Ordering:
         fd = fs.open_append(name, create=True)
         assert fd is not None  # open_append(create=True) never returns None
         try:
+            fs.write(fd, incarnation)
+            self.sync_data(fs, fd)
             fs.write(fd, line)
             self.sync_data(fs, fd)
             stat = fs.fstat(fd)

@@ -43,7 +43,7 @@ from capture_ledger.impl.store._cache import LedgerCache
 from capture_ledger.impl.store._canonical import parse_canonical, row_and_canonical
 from capture_ledger.impl.store._filesystems import detect
 from capture_ledger.impl.store._ledgers import Ledgers
-from capture_ledger.impl.store._lines import encode
+from capture_ledger.impl.store._lines import entry_json
 from capture_ledger.impl.store._ordering import FENCE_SYNCS, FenceSync, Ordering
 from capture_ledger.impl.store._statistics import Counters, OperationCounts, StoreStatistics
 from capture_ledger.impl.store._syncs import private_syncs, shared_syncs
@@ -209,8 +209,8 @@ class FileLineageStore:
         _validated(rollout_id)
         plain, canonical, raw = row_and_canonical(row)  # validate_row and canonical_json, byte for byte
         entry = RecordEntry(plain["model_call_id"], canonical)
-        line = encode(entry) if raw is None else b'{"record":' + raw + b"}\n"
-        self._write(rollout_id, entry, plain, line)
+        body = entry_json(entry) if raw is None else b'{"record":' + raw + b"}"
+        self._write(rollout_id, entry, plain, body)
 
     def record_failure(self, rollout_id: str, model_call_id: str, reason: str) -> None:
         """Append ``{"model_call_id", "reason"}`` unless the identical failure is there (R-WRITE-7).
@@ -223,10 +223,10 @@ class FileLineageStore:
         self._counters.served("record_failure")
         _validated(rollout_id)
         entry = FailureEntry(*validate_failure(model_call_id, reason))
-        self._write(rollout_id, entry, None, encode(entry))
+        self._write(rollout_id, entry, None, entry_json(entry))
 
-    def _write(self, rollout_id: str, entry: Entry, row: Mapping[str, Any] | None, line: bytes) -> None:
-        if self._ledgers.write(rollout_id, entry, line):
+    def _write(self, rollout_id: str, entry: Entry, row: Mapping[str, Any] | None, body: bytes) -> None:
+        if self._ledgers.write(rollout_id, entry, body):
             # Logged after the stripe is released: a slow or blocked log handler (a full pipe, a remote
             # sink) must never stall the other writers and the retires of that stripe (R-WRITE-5).
             key = row_staging_key(row) if row is not None else None

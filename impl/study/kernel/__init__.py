@@ -1,22 +1,28 @@
-"""The kernel crash study: the persistence models checked against real ext4 (SPEC.md §Crash, R-CRASH-1..4;
-docs/crash.md §The kernel study).
+"""The kernel crash study: the persistence models checked against real ext4, XFS and btrfs (SPEC.md §Crash,
+R-CRASH-1..4; docs/crash.md §The kernel study).
 
 A block-write log served by a FUSE daemon (``blocklog``, ``daemon``) under a loop device (``host``), ext4 in
-three configurations (``filesystems``), a crash-study workload recorded with the store's own timeline
-(``recorder``), crash states built the CrashMonkey way (``states``), recovered by the kernel
-(``recovery``), read back and judged exactly as the model study does, and compared with the persistence
-models (``compare``, ``study``), with block-level timelines (``timeline``), the workloads only a real
-disk gives meaning to (``workloads``), and the run, table and picture (``report``).
+three configurations at 1 KiB and at 4 KiB blocks, XFS and btrfs (``filesystems``), a crash-study workload
+recorded with the store's own timeline (``recorder``), crash states built the CrashMonkey way (``states``),
+recovered by the kernel (``recovery``), read back and judged exactly as the model study does, and compared
+with the persistence models (``compare``, ``study``), with block-level timelines (``timeline``), the workloads
+only a real disk gives meaning to (``workloads``), and the run, table and picture (``report``).
 
 Needs root, ``/dev/fuse``, loop devices, e2fsprogs and the ``kernel`` extra; ``host.missing`` says what is
-absent. Nothing on the production path imports it; only ``daemon`` imports pyfuse3.
+absent, ``filesystems.lacking`` what XFS or btrfs would need besides (xfsprogs, btrfs-progs). Nothing on the
+production path imports it; only ``daemon`` imports pyfuse3.
 """
 
 from __future__ import annotations
 
 from capture_ledger.impl.study.kernel._blocklog import FLUSH, MARK, WRITE, LogRecord, encode, read_log
 from capture_ledger.impl.study.kernel._compare import reader_class
-from capture_ledger.impl.study.kernel._filesystems import BLOCK_SIZE, FILESYSTEMS
+from capture_ledger.impl.study.kernel._filesystems import (
+    BLOCK_SIZE,
+    DEFAULT_FILESYSTEMS,
+    FILESYSTEMS,
+    lacking,
+)
 from capture_ledger.impl.study.kernel._host import (
     KernelSetupError,
     fuse_daemon,
@@ -35,6 +41,7 @@ from capture_ledger.impl.study.kernel._workloads import CI_WORKLOADS, FULL_WORKL
 __all__ = [
     "BLOCK_SIZE",
     "CI_WORKLOADS",
+    "DEFAULT_FILESYSTEMS",
     "FILESYSTEMS",
     "FLUSH",
     "FULL_WORKLOADS",
@@ -54,6 +61,7 @@ __all__ = [
     "fuse_daemon",
     "kernel_cell",
     "kernel_study",
+    "lacking",
     "leftovers",
     "materialize",
     "missing",

@@ -2,7 +2,8 @@
 
 ``missing()`` lists what is absent, each with how to get it: root, ``/dev/fuse``, ``/dev/loop-control``,
 ``losetup``, ``mkfs.ext4``, ``e2fsck``, and the ``kernel`` extra (``pyfuse3``, ``trio``; pyfuse3 builds
-against libfuse3: ``apt-get install fuse3 libfuse3-dev pkg-config``). ``strict()`` says whether a missing
+against libfuse3: ``apt-get install fuse3 libfuse3-dev pkg-config``); ``filesystems.lacking`` adds what
+XFS and btrfs need (their mkfs, the kernel's support). ``strict()`` says whether a missing
 piece must fail rather than skip (``CI=true``).
 
 Context managers, each undoing exactly what it did, in ``finally``, even when the body raised or was
@@ -126,13 +127,15 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def mount(device: str, target: Path, options: str = "") -> None:
-    """``mount(2)`` ``device`` on ``target`` as ext4 with ``options`` (read-write: the journal is replayed).
+def mount(device: str, target: Path, options: str = "", kind: str = "ext4") -> None:
+    """``mount(2)`` ``device`` on ``target`` as file-system type ``kind`` with ``options`` (read-write: the
+    journal or log is replayed).
 
     Raises:
         OSError: the kernel refused.
     """
-    if _libc().mount(device.encode(), str(target).encode(), b"ext4", 0, options.encode() or None) != 0:
+    data = options.encode() or None
+    if _libc().mount(device.encode(), str(target).encode(), kind.encode(), 0, data) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"mount {device} on {target}: {os.strerror(code)}")
 
@@ -150,10 +153,11 @@ def unmount(target: Path) -> None:
 
 
 @contextlib.contextmanager
-def mounted(device: str, target: Path, options: str = "") -> Iterator[Path]:
-    """Mount ``device`` on ``target`` (ext4) for the body; unmount after, lazily when busy."""
+def mounted(device: str, target: Path, options: str = "", kind: str = "ext4") -> Iterator[Path]:
+    """Mount ``device`` on ``target`` (file-system type ``kind``) for the body; unmount after, lazily when
+    busy."""
     target.mkdir(parents=True, exist_ok=True)
-    mount(device, target, options)
+    mount(device, target, options, kind)
     try:
         yield target
     finally:

@@ -1,5 +1,5 @@
-"""Record a crash-study workload on a real ext4 image: the store's trace and the kernel's block writes
-(SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
+"""Record a crash-study workload on a real file-system image (ext4, XFS, btrfs): the store's trace and the
+kernel's block writes (SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
 
 ``record_on_kernel`` makes a fresh image of a file-system configuration, serves it through the block-log
 daemon (its own process), attaches a loop device with direct I/O over it, mounts it, and runs the workload
@@ -110,10 +110,17 @@ def _drive(
     workload: Workload, config: StoreConfig, directory: Path, mark: Callable[[str], None]
 ) -> Recording:
     """``recording.record`` on ``directory``, through a ``MarkingRecorder``, with ``START``/``END`` marks."""
+    setup = OsFileSystem(directory, stripes=config.stripes)
+    try:
+        lay_baseline(workload, directory, setup)
+        setup.syncfs()  # the baseline is durable before START
+    finally:
+        setup.close_all()
+    # A directory descriptor of its own for the recording: btrfs lists, through a descriptor read before,
+    # only the entries it held when that descriptor was last rewound (POSIX leaves later ones unspecified),
+    # so the setup's descriptor would miss the setup's ledgers in the recorder's baseline.
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
-        lay_baseline(workload, directory, inner)
-        inner.syncfs()  # the baseline is durable before START
         recorder, run = operation_runner(workload, inner, lambda seam: MarkingRecorder(seam, mark))
         mark("START")
         recorder.progress()
@@ -178,7 +185,7 @@ def record_on_kernel(workload: Workload, config: StoreConfig, fs: FsConfig, root
     with (
         fuse_daemon(root / "fuse", log, base_path) as control,
         loop_device(root / "fuse" / "disk.img", direct_io=True) as device,
-        mounted(device, root / "ext4", fs.options) as target,
+        mounted(device, root / fs.kind, fs.options, fs.kind) as target,
     ):
         directory = target / LEDGER_DIRECTORY
         directory.mkdir()

@@ -1,16 +1,17 @@
 """Recovering a crash state with the real kernel, as a reboot would (SPEC.md §Crash; docs/crash.md §The
 kernel study).
 
-``Recoverer`` keeps one image file on ``/dev/shm``, one loop device over it and one mountpoint. For each
-crash state it rewrites the whole image (the image at ``START`` plus the state's writes), runs
-``e2fsck -fp`` first when the configuration has no journal (a boot's preen pass; when preen gives up, exit
-4, ``e2fsck -fy`` as an administrator would, and the state notes it), drops the loop device's buffer cache,
-and mounts it read-write, so the kernel replays the journal and processes orphans in its own code. The body
-then reads the lineage directory in place (``Recovered``); the mount is undone after it, lazily when
-something still holds it.
+``Recoverer`` keeps one image file on ``/dev/shm``, one loop device over it and one mountpoint. For each crash
+state it rewrites the whole image (the image at ``START`` plus the state's writes), runs ``e2fsck -fp`` first
+when the configuration has no journal (a boot's preen pass; when preen gives up, exit 4, ``e2fsck -fy`` as an
+administrator would, and the state notes it), drops the loop device's buffer cache, and mounts it read-write,
+so the kernel replays the journal (ext4), the log (XFS) or the log tree (btrfs) and processes orphans in its
+own code; XFS and btrfs get no fsck first (a boot runs none: ``fsck.xfs`` does nothing, btrfs has no boot-time
+check). The body then reads the lineage directory in place (``Recovered``); the mount is undone after it,
+lazily when something still holds it.
 
-Not guaranteed: recovery by anything but this kernel's ext4 and this e2fsprogs; a state the kernel will not
-mount is reported (``Recovered.image`` is ``None`` and ``note`` says why), never raised.
+Not guaranteed: recovery by anything but this kernel's ext4, XFS and btrfs and this e2fsprogs; a state the
+kernel will not mount is reported (``Recovered.image`` is ``None`` and ``note`` says why), never raised.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from capture_ledger.impl.store.fs import lock_file_name
-from capture_ledger.impl.study.kernel._filesystems import IMAGE_BYTES, FsConfig
+from capture_ledger.impl.study.kernel._filesystems import FsConfig
 from capture_ledger.impl.study.kernel._host import (
     KernelSetupError,
     drop_buffers,
@@ -88,7 +89,7 @@ class Recoverer:
         self._target = self.root / f"state-{self.slots}"
         self._target.mkdir(parents=True, exist_ok=True)
         with open(self._image, "wb") as handle:
-            handle.truncate(IMAGE_BYTES)  # a loop device takes its size when attached
+            handle.truncate(self.fs.image_bytes)  # a loop device takes its size when attached
         try:  # direct I/O over tmpfs where the kernel offers it: mounts measured faster
             self._device = self._stack.enter_context(loop_device(self._image, direct_io=True))
         except KernelSetupError:
@@ -131,7 +132,7 @@ class Recoverer:
         note = self._fsck() if self.fs.fsck_first else ""
         drop_buffers(self._device)
         try:
-            mount(self._device, self._target, self.fs.options)
+            mount(self._device, self._target, self.fs.options, self.fs.kind)
         except OSError as error:
             yield Recovered(image=None, directory=None, note=_joined(note, f"mount failed: {error}"))
             return

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from capture_ledger.impl.study.crash import CONFIGS
-from capture_ledger.impl.study.kernel._filesystems import FILESYSTEMS
-from capture_ledger.impl.study.kernel._host import workspace
+from capture_ledger.impl.study.kernel._filesystems import DEFAULT_FILESYSTEMS, FILESYSTEMS, lacking
+from capture_ledger.impl.study.kernel._host import MissingSetupError, workspace
 from capture_ledger.impl.study.kernel._study import KernelCell, kernel_cell
 from capture_ledger.impl.study.kernel._workloads import KERNEL_WORKLOADS
 
@@ -29,15 +29,16 @@ __all__ = ["DEFAULT_CONFIGS", "KernelStudy", "comparison_svg", "kernel_study"]
 #: The store configurations run on each file system by default: the default protocol everywhere, and on
 #: ext4 without a journal also the two ``fence_sync`` options the README recommends there.
 DEFAULT_CONFIGS: dict[str, tuple[str, ...]] = {
-    "ext4-ordered": ("default",),
-    "ext4-journal": ("default",),
-    "ext4-nojournal": ("default", "fence_sync=syncfs", "fence_sync=file"),
+    name: ("default", "fence_sync=syncfs", "fence_sync=file")
+    if fs.model == "ext4-nojournal"
+    else ("default",)
+    for name, fs in FILESYSTEMS.items()
 }
 
-#: Where a broken clause fails the command: the configuration the README calls safe on that file system.
+#: Where a broken clause fails the command: the configuration the README calls safe on that file system
+#: (the default protocol on every journaled one).
 _PROMISED: dict[str, tuple[str, ...]] = {
-    "ext4-ordered": ("default",),
-    "ext4-journal": ("default",),
+    name: ("default",) for name, fs in FILESYSTEMS.items() if fs.model == "journaled"
 }
 
 
@@ -161,7 +162,7 @@ def kernel_study(
     """Run the kernel study.
 
     Args:
-        file_systems: names in ``FILESYSTEMS`` (default: all three).
+        file_systems: names in ``FILESYSTEMS`` (default: ``DEFAULT_FILESYSTEMS``, ext4 at 1 KiB blocks).
         workloads: names in ``KERNEL_WORKLOADS``.
         configs: store configurations (``CONFIGS`` labels) for every file system (default:
             ``DEFAULT_CONFIGS`` per file system).
@@ -174,12 +175,17 @@ def kernel_study(
         The study.
 
     Raises:
+        MissingSetupError: the machine lacks a named file system's mkfs or kernel support.
         KernelSetupError: the machine could not record or recover.
     """
     started = time.perf_counter()
     cells: list[KernelCell] = []
+    names = tuple(file_systems or DEFAULT_FILESYSTEMS)
+    reasons = [reason for name in names for reason in lacking(FILESYSTEMS[name])]
+    if reasons:
+        raise MissingSetupError(list(dict.fromkeys(reasons)))
     with workspace() as root:
-        for fs_name in file_systems or tuple(FILESYSTEMS):
+        for fs_name in names:
             fs = FILESYSTEMS[fs_name]
             for label in configs or DEFAULT_CONFIGS[fs_name]:
                 for name in workloads:

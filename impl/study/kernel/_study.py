@@ -1,5 +1,5 @@
-"""The kernel crash study: real ext4 crash states, recovered by the kernel and judged like the model study's
-(SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
+"""The kernel crash study: real ext4, XFS and btrfs crash states, recovered by the kernel and judged like the
+model study's (SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel study).
 
 For each workload, store configuration and file-system configuration, ``kernel_cell``:
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from capture_ledger.impl.store.fs import lock_file_name
 from capture_ledger.impl.study.crash import READ_BUDGET, ImageObserver, OpenStore, StoreConfig, default_opener
 from capture_ledger.impl.study.kernel._compare import ModelView, ReaderClass, TraceWindow, reader_class
-from capture_ledger.impl.study.kernel._filesystems import BLOCK_SIZE, FsConfig
+from capture_ledger.impl.study.kernel._filesystems import FsConfig
 from capture_ledger.impl.study.kernel._recorder import KernelRecording, record_on_kernel
 from capture_ledger.impl.study.kernel._recovery import Recoverer
 from capture_ledger.impl.study.kernel._states import CrashState, Epoch, crash_states, epochs, materialize
@@ -188,10 +188,10 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
     if recorded is None:
         recorded = record_on_kernel(workload, config, fs, root / "record")
     started = time.perf_counter()
-    found = epochs(recorded.records, block=BLOCK_SIZE)
+    found = epochs(recorded.records, block=fs.block)
     states, duplicates = crash_states(found, end=len(recorded.records), subsets=subsets, seed=seed)
     locks = {lock_file_name(s) for s in range(config.stripes)}
-    chosen = list(models) if models is not None else [_at_block_size(m) for m in MODELS.values()]
+    chosen = list(models) if models is not None else [_at_block_size(m, fs.block) for m in MODELS.values()]
     views = {m.name: ModelView(recorded.recording, m, locks) for m in chosen}
     judging = _Judge(recorded)
     ids = judging.ids
@@ -338,7 +338,7 @@ def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> N
     costs[size] = (count + 1, spent + time.perf_counter() - started)
 
 
-def _at_block_size(model: PersistenceModel) -> PersistenceModel:
-    """The model as it applies to the study's images (``with_block_size`` when it has a block size)."""
+def _at_block_size(model: PersistenceModel, block: int) -> PersistenceModel:
+    """The model as it applies to an image of ``block``-byte blocks (``with_block_size`` when it has one)."""
     resize = getattr(model, "with_block_size", None)
-    return resize(BLOCK_SIZE) if callable(resize) else model
+    return resize(block) if callable(resize) else model

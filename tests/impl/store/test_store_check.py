@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.store import CorruptLedgerError, check, read_snapshot
+from capture_ledger.impl.store import CorruptLedgerError, check, incarnation_seed, read_snapshot, seal
 from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import OsFileSystem
 from capture_ledger.spec.concurrency.history import apply_operation
@@ -116,7 +116,8 @@ def test_a_line_holding_a_nul_is_crash_residue_not_a_corrupt_line(tmp_path: Path
     assert [(f.kind, f.name) for f in findings] == [("torn-tail", "a.lineage.jsonl")]
     assert f"{len(residue)} bytes after the last complete line at byte {len(good)}" in findings[0].detail
     reader.record("a", {"model_call_id": "p"})
-    assert ledger.read_bytes() == good + b'{"record":{"model_call_id":"p"}}\n'
+    seed = incarnation_seed(good[: good.index(b"\n") + 1])
+    assert ledger.read_bytes() == good + seal(b'{"record":{"model_call_id":"p"}}', seed)
     assert check(tmp_path) == []
 
 
@@ -127,7 +128,7 @@ def test_a_nul_inside_the_last_complete_line_cuts_only_that_line(tmp_path: Path)
         store.record("a", {"model_call_id": call})
     ledger = tmp_path / "a.lineage.jsonl"
     data = ledger.read_bytes()
-    second = data.index(b"\n") + 1
+    second = data.index(b"\n", data.index(b"\n") + 1) + 1  # past the incarnation line and the first row
     ledger.write_bytes(data[: second + 5] + b"\0" + data[second + 6 :])
     assert _store(tmp_path).manifest("a")["records"] == [{"model_call_id": "m"}]
     assert [f.kind for f in check(tmp_path, fix=True)] == ["torn-tail"]

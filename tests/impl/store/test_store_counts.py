@@ -116,13 +116,17 @@ def test_a_write_to_a_rollout_without_rows_looks_for_the_fence_once(fs: Counting
     store.record("r", _row("m0"))
     assert _fence_lookups(fs) == 1
     creates = [(m, n) for m, n, _ in fs.calls if m in ("open_append", "fsync", "sync_dir")]
-    # R-STORE-3: the new ledger is fsynced, then the directory.
+    # R-STORE-3: the new ledger is fsynced, then the directory; R-STORE-14: its incarnation line is
+    # fsynced before the row is written.
     assert creates == [
         ("open_append", "r.lineage.jsonl"),
         ("open_append", "r.lineage.jsonl"),
         ("fsync", "r.lineage.jsonl"),
+        ("fsync", "r.lineage.jsonl"),
         ("sync_dir", None),
     ]
+    writes = [m for m in fs.methods() if m in ("write", "fsync")]
+    assert writes == ["write", "fsync", "write", "fsync"]
 
 
 @pytest.mark.parametrize("variant", [StoreVariant(), StoreVariant(sync_when_nothing_written=False)])
@@ -228,7 +232,7 @@ def test_a_torn_last_line_is_not_a_row_and_the_next_append_cuts_it(fs: CountingF
     assert [a for (m, _, _), a in zip(fs.calls, fs.args, strict=True) if m == "truncate"] == [
         ("r.lineage.jsonl", len(whole))
     ]
-    assert path.read_bytes().count(b"\n") == 2
+    assert path.read_bytes().count(b"\n") == 3  # the incarnation line and two rows
     assert [r["model_call_id"] for r in _store(fs).manifest("r")["records"]] == ["m0", "m1"]
     assert check(fs.os.directory, fs=fs) == []
 
@@ -238,7 +242,10 @@ def test_the_first_row_in_a_leftover_empty_ledger_also_syncs_the_directory(fs: C
     store = _store(fs)
     store.record("r", _row("m0"))
     assert _fence_lookups(fs) == 1  # no rows yet, so the fence is looked for (R-WRITE-6)
-    assert [m for m in fs.methods() if m in ("write", "fsync", "sync_dir")] == ["write", "fsync", "sync_dir"]
+    # A new incarnation line, made durable before the row (R-STORE-14), then the row and the directory.
+    steps = ["write", "fsync", "write", "fsync", "sync_dir"]
+    assert [m for m in fs.methods() if m in ("write", "fsync", "sync_dir")] == steps
+    assert (fs.os.directory / "r.lineage.jsonl").read_bytes().startswith(b'{"incarnation":"')
     fs.clear()
     store.record("r", _row("m1"))
     assert "sync_dir" not in fs.methods()
@@ -285,7 +292,7 @@ def test_reads_parse_only_the_new_tail(fs: CountingFileSystem) -> None:
     writer.record("r", _row("m5"))
     fs.clear()
     assert len(reader.manifest("r")["records"]) == 6
-    line = len(b'{"record":{"model_call_id":"m5","staging_key":null,"tokens":3}}\n')
+    line = len(b'{"record":{"model_call_id":"m5","staging_key":null,"tokens":3}} 01234567\n')  # sealed
     assert _line_bytes(fs) == [line]  # only the appended line was read
 
 

@@ -37,10 +37,13 @@ def effects_of(workload: str, tmp_path: Path, config: StoreConfig | None = None)
 
 
 def test_recorded_effects_follow_the_protocol(tmp_path: Path) -> None:
-    """R-STORE-3: write, fsync, then the directory sync; R-STORE-4: fences, sync, unlink, sync."""
+    """R-STORE-3: write, fsync, then the directory sync (R-STORE-14: the incarnation line first, fsynced
+    before the row is written); R-STORE-4: fences, sync, unlink, sync."""
     assert effects_of("record-new", tmp_path / "a") == [
         "create r1.lineage.jsonl",
-        "write r1.lineage.jsonl +43",
+        "write r1.lineage.jsonl +31",
+        "fsync r1.lineage.jsonl",
+        "write r1.lineage.jsonl +52",
         "fsync r1.lineage.jsonl",
         "sync dir",
     ]
@@ -61,8 +64,8 @@ def test_recorded_effects_follow_the_protocol(tmp_path: Path) -> None:
         "sync dir",
     ]
     assert effects_of("record-torn", tmp_path / "d")[:2] == [
-        "truncate r1.lineage.jsonl to 43",
-        "write r1.lineage.jsonl +43",
+        "truncate r1.lineage.jsonl to 83",  # the incarnation line and one sealed row
+        "write r1.lineage.jsonl +52",
     ]
 
 
@@ -176,16 +179,17 @@ def test_each_cell_is_one_of_the_three_results(small_study: Study) -> None:
 #: The search space of the default store, pinned per workload: crash points (effects + 1), and the images
 #: judged under journaled, weakest-posix and ext4-nojournal (STYLE: pin the search space). Under
 #: ext4-nojournal a lost block reads as zeros or, for a new block, as a removed file's bytes: images the
-#: kernel study showed (docs/crash.md §The kernel study).
+#: kernel study showed (docs/crash.md §The kernel study). A new ledger's creation is five effects (its
+#: incarnation line's write and fsync before the row's, R-STORE-14).
 DEFAULT_SPACE = {
-    "record-new": (5, 11, 11, 12),
+    "record-new": (7, 18, 18, 20),
     "retire-live": (6, 10, 11, 23),
     "retire-overlap": (4, 5, 5, 7),
     "retire-retry-eio": (3, 4, 4, 5),
-    "delete-reuse": (7, 14, 14, 16),
-    "retire-delete-reuse": (10, 20, 21, 26),
+    "delete-reuse": (9, 21, 21, 24),
+    "retire-delete-reuse": (12, 27, 28, 34),
     "retires-share-syncs": (11, 21, 27, 111),
-    "removals-share-syncs": (12, 28, 39, 71),
+    "removals-share-syncs": (14, 37, 53, 111),
 }
 
 
@@ -272,6 +276,21 @@ def test_syncfs_covers_fences_it_did_not_write(tmp_path: Path) -> None:
         retried = name != "retire-overlap"
         assert found.verdict == ("unknown" if retried else "ok"), name
         assert bool(found.not_exercised) == retried, name
+
+
+def test_a_deleted_ledgers_stale_block_is_residue_not_a_row(tmp_path: Path) -> None:
+    """R-STORE-14: under ext4-nojournal a re-recorded ID's new ledger may read back a block of its deleted
+    one (docs/crash.md §The kernel study). Every line is sealed with its ledger's incarnation, so such a
+    block is crash residue and the deleted row never comes back (R-CRASH-3). The incarnation line's own
+    fsync is what keeps the first block the new ledger's: without the data fsyncs (``no fsync_appends``)
+    the whole first block, incarnation line included, may be the deleted ledger's, and its row returns."""
+    safe = StoreConfig(label="fence_sync=file", fence_sync="file")
+    for name in ("delete-reuse", "retire-delete-reuse"):
+        found = explore(record(WORKLOADS[name], safe, tmp_path / name), "ext4-nojournal")
+        assert found.verdict == "ok", name
+    unsynced = StoreConfig(label="no fsync", variant=StoreVariant(fsync_appends=False), fence_sync="file")
+    found = explore(record(WORKLOADS["delete-reuse"], unsynced, tmp_path / "unsynced"), "ext4-nojournal")
+    assert any("R-CRASH-3" in v.clauses for v in found.examples)
 
 
 def test_a_lost_first_block_leaves_crash_residue_not_an_unreadable_ledger(tmp_path: Path) -> None:

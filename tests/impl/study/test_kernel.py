@@ -6,7 +6,8 @@ module is skipped, naming what is missing — and in CI (``CI=true``) it fails i
 workloads on all three file-system configurations, every prefix and up to 16 seeded subsets per epoch.
 
 What it shows: every crash state the kernel produced lies inside the matching persistence model (and the
-model as it stood before, without lost blocks, did not contain them: the finding that changed it); the
+model as it stood before, without lost blocks, did not contain them: the finding that changed it) but in
+the pinned ``FINDINGS``, where a deleted ledger comes back whole without a journal (outside the model); the
 default protocol keeps R-CRASH-1..4 on journaled ext4; on ext4 without a journal it breaks R-CRASH-2 as
 the model study predicts, the ``fence_sync`` option keeps retires durable, and a row across a lost block
 makes a ledger unreadable (an expected finding against the store); a store that raises or hangs on a
@@ -27,6 +28,7 @@ from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.crash import StoreConfig
 from capture_ledger.impl.study.kernel import (
     CI_WORKLOADS,
+    DEFAULT_FILESYSTEMS,
     FILESYSTEMS,
     KERNEL_WORKLOADS,
     KernelSetupError,
@@ -52,6 +54,11 @@ if MISSING:
         pytest.fail(f"the kernel crash study cannot run in CI: it needs {'; '.join(MISSING)}", pytrace=False)
     pytest.skip(f"the kernel crash study needs {'; '.join(MISSING)}", allow_module_level=True)
 
+#: The cells whose kernel states lie outside their model (pinned FINDINGS, never hidden): without a journal,
+#: a crash during a re-record can bring the deleted ledger back whole under its re-created name (its size
+#: and bytes), which the ext4-nojournal model does not allow (docs/crash.md §The kernel study).
+FINDINGS = frozenset({("ext4-nojournal", "retire-delete-reuse")})
+
 #: The clauses the default protocol breaks per file system over the CI workloads (pinned).
 EXPECTED = {
     ("ext4-ordered", "default"): frozenset(),
@@ -65,16 +72,22 @@ def ci_study() -> KernelStudy:
     return kernel_study(workloads=CI_WORKLOADS, configs=["default"])
 
 
-def test_every_kernel_state_lies_inside_its_model(ci_study: KernelStudy) -> None:
-    """A kernel state outside the matching model would make the model unsound; none is, and none is
-    unknown (every model space was enumerated). The model-only classes (looseness) are counted."""
-    assert {c.fs for c in ci_study.cells} == set(FILESYSTEMS)
+def test_every_kernel_state_lies_inside_its_model_but_the_findings(ci_study: KernelStudy) -> None:
+    """A kernel state outside the matching model makes the model unsound: outside the pinned ``FINDINGS``
+    none is, and none is unknown (every model space was enumerated); in each finding's cell some are. The
+    model-only classes (looseness) are counted."""
+    assert {c.fs for c in ci_study.cells} == set(DEFAULT_FILESYSTEMS)
     for cell in ci_study.cells:
         assert cell.states > 0 and cell.unrecoverable == 0, cell
-        assert cell.outside[cell.model] == 0 and cell.unknown[cell.model] == 0, (cell.fs, cell.workload)
-        assert cell.inside[cell.model] == cell.states
+        assert cell.unknown[cell.model] == 0, (cell.fs, cell.workload)
+        if (cell.fs, cell.workload) in FINDINGS:
+            assert cell.outside[cell.model] > 0, (cell.fs, cell.workload)
+        else:
+            assert cell.outside[cell.model] == 0, (cell.fs, cell.workload, cell.findings)
+        assert cell.inside[cell.model] + cell.outside[cell.model] == cell.states
         assert cell.model_only[cell.model] >= 0
-    assert ci_study.outside() == 0
+    found = [c for c in ci_study.cells if (c.fs, c.workload) in FINDINGS]
+    assert ci_study.outside() == sum(c.outside[c.model] for c in found) > 0
 
 
 def test_journaled_ext4_stays_inside_weakest_posix_too(ci_study: KernelStudy) -> None:
@@ -94,7 +107,8 @@ def test_the_default_protocol_on_the_real_kernel(ci_study: KernelStudy) -> None:
     assert straddle.garbage > 0 and not straddle.clauses  # the kernel did leave NULs; none broke a clause
     overlap = next(c for c in ci_study.cells if c.fs == "ext4-nojournal" and c.workload == "retire-overlap")
     assert "R-CRASH-2" in overlap.clauses
-    assert ci_study.acceptable()  # nothing outside a model, journaled configurations clean
+    # journaled configurations clean; the command fails (exit 1) only for the states outside a model
+    assert ci_study.acceptable() == (ci_study.outside() == 0)
 
 
 def test_ext4_without_a_journal_leaves_bytes_never_written(ci_study: KernelStudy) -> None:
@@ -115,21 +129,27 @@ def test_ext4_without_a_journal_leaves_bytes_never_written(ci_study: KernelStudy
 
 
 def test_ext4_without_a_journal_brings_back_a_deleted_ledgers_rows(ci_study: KernelStudy) -> None:
-    """The finding that made the ext4-nojournal model admit stale blocks: a delete returned, the ID was
-    re-recorded, and a crash during that record's fsync kept the new inode but not its data block, which
-    was the deleted ledger's block: the deleted row is back (R-CRASH-3). Inside the model as it is now."""
+    """A delete returned, the ID was re-recorded, and a crash during that record's first fsync kept the new
+    directory entry but not the new inode: the entry names the reused inode number, still the deleted
+    ledger's on disk, and the deleted row is back (R-CRASH-3). A FINDING against the model: the file comes
+    back at the deleted ledger's size, longer than anything the new ledger was written, which the
+    ext4-nojournal model (a removed file's bytes only in blocks up to the new file's size) does not allow."""
     cell = next(c for c in ci_study.cells if c.fs == "ext4-nojournal" and c.workload == "retire-delete-reuse")
-    assert "R-CRASH-3" in cell.clauses and cell.outside["ext4-nojournal"] == 0
+    assert "R-CRASH-3" in cell.clauses and cell.outside["ext4-nojournal"] > 0
     example = next(b for b in cell.broken if b.clause == "R-CRASH-3").violation
     assert "model_call_id='a'" in example.observed  # the deleted incarnation's row
     assert any("Delete" in r for r in example.returned)
+    (finding,) = [f for f in cell.findings if f.model == "ext4-nojournal"]
+    assert "Delete(rollout_ids=['r1'])" in finding.timeline and "KEPT" in finding.timeline
 
 
 def test_the_json_summary(ci_study: KernelStudy) -> None:
     summary = ci_study.summary("ext4-nojournal")
     pinned = {"fs", "workloads", "crash_states", "broken", "outside_model", "model_only", "seconds"}
     assert set(summary) >= pinned
-    assert summary["workloads"] == len(CI_WORKLOADS) and summary["outside_model"] == []
+    outside: Any = summary["outside_model"]
+    assert summary["workloads"] == len(CI_WORKLOADS)
+    assert outside and {("ext4-nojournal", o["workload"]) for o in outside} <= FINDINGS
     broken: Any = summary["broken"]
     assert {b["clause"] for b in broken} == EXPECTED["ext4-nojournal", "default"]
     assert all(b["timeline"] and b["workload"] in CI_WORKLOADS for b in broken)

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from capture_ledger.impl.study.kernel import (
+    DEFAULT_FILESYSTEMS,
+    FILESYSTEMS,
     FLUSH,
     MARK,
     WRITE,
@@ -109,3 +111,25 @@ def test_reader_classes_tell_torn_text_from_bytes_never_written() -> None:
     zeros = DiskImage.of({"r.lineage.jsonl": line + bytes(5)})
     assert reader_class(torn, {".lock"}) == reader_class(other) == (("r.lineage.jsonl", line, "text"),)
     assert reader_class(zeros) == (("r.lineage.jsonl", line, "zeros"),)
+
+
+def test_the_file_system_configurations_and_their_models() -> None:
+    """The pinned ``--fs`` names, the model each is held to, its block size (the unit a crash state keeps
+    or loses); the table's first three run when none is named."""
+    models = {name: fs.model for name, fs in FILESYSTEMS.items()}
+    assert models == {
+        "ext4-ordered": "journaled",
+        "ext4-journal": "journaled",
+        "ext4-nojournal": "ext4-nojournal",
+        "ext4-ordered-4k": "journaled",
+        "ext4-journal-4k": "journaled",
+        "ext4-nojournal-4k": "ext4-nojournal",
+        "xfs": "journaled",
+        "btrfs": "journaled",
+    }
+    blocks = {name: fs.block for name, fs in FILESYSTEMS.items()}
+    assert {blocks[n] for n in ("ext4-ordered", "ext4-journal", "ext4-nojournal")} == {1024}
+    assert {b for n, b in blocks.items() if n not in DEFAULT_FILESYSTEMS} == {4096}
+    assert DEFAULT_FILESYSTEMS == ("ext4-ordered", "ext4-journal", "ext4-nojournal")
+    assert {fs.kind for fs in FILESYSTEMS.values()} == {"ext4", "xfs", "btrfs"}
+    assert all(fs.fsck_first == (fs.model == "ext4-nojournal") for fs in FILESYSTEMS.values())
