@@ -74,7 +74,10 @@ def open_once(target: str, options: dict[str, Any] | None = None) -> None:
 
     worker = threading.Thread(target=run, name="capture-ledger-preflight", daemon=True)
     worker.start()
-    budget = call_budget()
+    try:
+        budget = call_budget()
+    except ValueError as error:  # a malformed $CAPTURE_LEDGER_CALL_BUDGET: a usage mistake, exit 2
+        raise UsageError(str(error)) from None
     worker.join(None if budget == float("inf") else budget)
     if worker.is_alive():
         return  # a hang: the layers report it (R-KIT-8); the scratch directory stays with the thread

@@ -80,11 +80,15 @@ def _record_onto_torn_tail(directory: Path, *, broken: bool) -> Recording:
         return record(workload, StoreConfig(), directory)
     inner = OsFileSystem(directory, stripes=4)
     try:
-        with FileLineageStore(directory, fs=inner) as setup:
-            setup.record("a", {"model_call_id": "c0"})
-        fd = inner.open_append(ledger_name("a"), create=False)
+        with FileLineageStore(directory, fs=inner):
+            pass  # the directory and its lock files
+        # A ledger of the format before incarnation lines (read and appended to as before, R-STORE-14):
+        # there an unsealed line glued to a torn tail is corruption no reader can parse. (In a ledger with
+        # an incarnation line it would be crash residue, and the lost row an R-CRASH-1.)
+        fd = inner.open_append(ledger_name("a"), create=True)
         assert fd is not None
-        inner.write(fd, b'{"record":{"model_call_id":"tor')
+        inner.write(fd, b'{"record":{"model_call_id":"c0"}}\n{"record":{"model_call_id":"tor')
+        inner.fsync(fd)
         inner.close(fd)
         recorder = RecordingFileSystem(inner)
         with FileLineageStore(directory, fs=cast(FileSystem, _TruncateIgnored(recorder))) as store:
