@@ -39,13 +39,23 @@ from capture_ledger.spec.crash._images import Content, LazyContents
 if TYPE_CHECKING:
     from capture_ledger.spec.crash._replay import Replay
 
-__all__ = ["SECTOR", "PoisonedContents", "cut", "fail", "poisoned_options", "redirty", "settle"]
+__all__ = [
+    "SECTOR",
+    "PoisonedContents",
+    "cut",
+    "fail",
+    "file_moments",
+    "poisoned_options",
+    "redirty",
+    "settle",
+]
 
 SECTOR = 512
 
 
-def _moments(state: Replay, inode: int) -> list[bytes]:
-    """The file's bytes at its last successful sync and after each later write or resize."""
+def file_moments(state: Replay, inode: int) -> list[bytes]:
+    """The file's bytes at its last successful sync and after each later write or resize (also the moments
+    a rewritten file may be seen at, ``_replay.rewritten_contents``)."""
     current = bytearray(state.synced_data.get(inode, b""))
     moments = [bytes(current)]
     for step in state.pending.get(inode, []):
@@ -70,7 +80,7 @@ def fail(state: Replay, inode: int) -> None:
             touched.update(range(start // SECTOR, (start + len(data) - 1) // SECTOR + 1))
     if not touched:
         return
-    moments = _moments(state, inode)
+    moments = file_moments(state, inode)
     poisoned = state.poisoned.setdefault(inode, {})
     for sector in sorted(touched - set(poisoned)):
         low = sector * SECTOR

@@ -49,7 +49,7 @@ from capture_ledger.spec.crash._effects import (
     Write,
     parent_of,
 )
-from capture_ledger.spec.crash._failed import cut, fail, redirty, settle
+from capture_ledger.spec.crash._failed import cut, fail, file_moments, redirty, settle
 from capture_ledger.spec.crash._images import Baseline, Content, LazyContents
 
 __all__ = [
@@ -383,18 +383,7 @@ class UnitContents(LazyContents):
 def rewritten_contents(state: Replay, inode: int, *, block: int = 0) -> UnitContents:
     """A rewritten file's possible contents (module docstring); with ``block``, each sector the file did
     not hold at its last sync may also read as zeros or as the matching sector of a removed file's block."""
-    moments = [state.synced_data.get(inode, b"")]
-    current = bytearray(moments[0])
-    for step in state.pending.get(inode, []):
-        if isinstance(step, int):
-            del current[step:]
-            current.extend(bytes(step - len(current)))
-        else:
-            start, data = step
-            if start > len(current):
-                current.extend(bytes(start - len(current)))
-            current[start : start + len(data)] = data
-        moments.append(bytes(current))
+    moments = file_moments(state, inode)
     sizes = {len(m) for m in moments}
     for before, after in itertools.pairwise(moments):
         if len(after) > len(before):  # an extension may persist part way, at a sector or a byte

@@ -45,14 +45,13 @@ if TYPE_CHECKING:
     )
     from capture_ledger.spec.kit._report_page import write_check_report
     from capture_ledger.spec.kit._requirements import SCOPE, breaks, checked, fail, sentence
+    from capture_ledger.spec.kit._sharing import shares_across_processes, shares_between_handles
     from capture_ledger.spec.kit._suite import (
         DEFAULT_LAYERS,
         LAYERS,
         LayerReport,
         TargetVerdict,
         check_target,
-        shares_across_processes,
-        shares_between_handles,
     )
     from capture_ledger.spec.kit._targets import (
         OptionError,
@@ -97,8 +96,8 @@ _LAZY = {
     "LAYERS": "capture_ledger.spec.kit._suite",
     "LayerReport": "capture_ledger.spec.kit._suite",
     "TargetVerdict": "capture_ledger.spec.kit._suite",
-    "shares_across_processes": "capture_ledger.spec.kit._suite",
-    "shares_between_handles": "capture_ledger.spec.kit._suite",
+    "shares_across_processes": "capture_ledger.spec.kit._sharing",
+    "shares_between_handles": "capture_ledger.spec.kit._sharing",
     "write_check_report": "capture_ledger.spec.kit._report_page",
     "check_ledger": "capture_ledger.spec.kit.sequential",
     "check_protocol": "capture_ledger.spec.kit._operations",
