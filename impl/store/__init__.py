@@ -34,10 +34,10 @@ if TYPE_CHECKING:
         seal,
     )
     from capture_ledger.impl.store._locks import rollout_slot, stripe_lock, stripe_of
-    from capture_ledger.impl.store._ordering import (
+    from capture_ledger.impl.store._ordering import Ordering
+    from capture_ledger.impl.store._removals import (
         FenceSync,
         LockedRollouts,
-        Ordering,
         RemovalOutcome,
         outcome,
         remove_ledger,
@@ -73,12 +73,12 @@ _LAZY = {
     "rollout_slot": "capture_ledger.impl.store._locks",
     "stripe_lock": "capture_ledger.impl.store._locks",
     "stripe_of": "capture_ledger.impl.store._locks",
-    "FenceSync": "capture_ledger.impl.store._ordering",
-    "LockedRollouts": "capture_ledger.impl.store._ordering",
+    "FenceSync": "capture_ledger.impl.store._removals",
+    "LockedRollouts": "capture_ledger.impl.store._removals",
     "Ordering": "capture_ledger.impl.store._ordering",
-    "RemovalOutcome": "capture_ledger.impl.store._ordering",
-    "outcome": "capture_ledger.impl.store._ordering",
-    "remove_ledger": "capture_ledger.impl.store._ordering",
+    "RemovalOutcome": "capture_ledger.impl.store._removals",
+    "outcome": "capture_ledger.impl.store._removals",
+    "remove_ledger": "capture_ledger.impl.store._removals",
     "OperationCounts": "capture_ledger.impl.store._statistics",
     "StoreStatistics": "capture_ledger.impl.store._statistics",
     "SyncRegister": "capture_ledger.impl.store._syncs",

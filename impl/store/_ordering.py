@@ -2,7 +2,8 @@
 SPEC.md §Store).
 
 ``Ordering`` holds the protocol's order of creates, fsyncs, directory syncs, truncates and unlinks, and the
-fence checks that go with them. ``FileLineageStore`` makes every such call through one ``Ordering``, in
+fence checks that go with them (the removals' half is inherited from ``_removals.RemovalOrdering``).
+``FileLineageStore`` makes every such call through one ``Ordering``, in
 this order:
 
 - **append** (R-STORE-3): [truncate a torn tail], write the line, fsync the file [and the directory when
@@ -41,15 +42,19 @@ never does. Not guaranteed here: anything about the persistence model itself (SP
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol, get_args
-
 from capture_ledger.impl.store._cache import CachedLedger
-from capture_ledger.impl.store._lines import fence_name, ledger_name
-from capture_ledger.impl.store._locks import RolloutSlot, stripe_lock
-from capture_ledger.impl.store._syncs import Syncs
+from capture_ledger.impl.store._lines import fence_name
+from capture_ledger.impl.store._locks import RolloutSlot
+from capture_ledger.impl.store._removals import (
+    FENCE_SYNCS,
+    FenceSync,
+    LockedRollouts,
+    RemovalOrdering,
+    RemovalOutcome,
+    outcome,
+    remove_ledger,
+    unlink_ledger,
+)
 from capture_ledger.impl.store.fs import FileStat, FileSystem
 
 __all__ = [
@@ -63,35 +68,8 @@ __all__ = [
     "unlink_ledger",
 ]
 
-#: How phase 1 of retire makes new fences durable (see the module docstring).
-FenceSync = Literal["directory", "file", "syncfs"]
-FENCE_SYNCS: tuple[FenceSync, ...] = get_args(FenceSync)
 
-
-class LockedRollouts(Protocol):
-    """What retire and delete ask of the store; ``probe`` and ``forget`` run with the ID's lock held."""
-
-    def slot(self, rollout_id: str) -> RolloutSlot:
-        """The ID's lock stripe and removal-counter slot."""
-
-    def probe(self, rollout_id: str) -> tuple[bool, bool]:
-        """``(has rows, ledger file exists)``."""
-
-    def forget(self, rollout_id: str) -> None:
-        """Drop the handle's cached rows of the ID."""
-
-
-@dataclass(frozen=True, slots=True)
-class RemovalOutcome:
-    """What a retire or delete did: the result lists and the effects counted for ``statistics``."""
-
-    removed: list[str]
-    absent: list[str]
-    fences_written: int = 0
-    unlinked: int = 0
-
-
-class Ordering:
+class Ordering(RemovalOrdering):
     """The production order of the store's durable effects and fence checks (see the module docstring).
 
     Args:
@@ -101,12 +79,7 @@ class Ordering:
         ValueError: ``fence_sync`` is none of those.
     """
 
-    __slots__ = ("fence_sync",)
-
-    def __init__(self, *, fence_sync: FenceSync = "directory") -> None:
-        if fence_sync not in FENCE_SYNCS:
-            raise ValueError(f"fence_sync must be one of {', '.join(FENCE_SYNCS)}, not {fence_sync!r}")
-        self.fence_sync: FenceSync = fence_sync
+    __slots__ = ()
 
     # ---------------------------------------------------------------------------------------- the steps
     def sync_data(self, fs: FileSystem, fd: int) -> None:
@@ -116,28 +89,6 @@ class Ordering:
     def sync_created(self, fs: FileSystem) -> None:
         """The directory sync that makes a new ledger's entry durable (R-STORE-3)."""
         fs.sync_dir()
-
-    def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int) -> None:
-        """The sync after retire's phase 1 (R-STORE-4): made even when ``written`` (this retire's new
-        fences) is 0, because an overlapping or crashed retire may have created them without syncing.
-        Shared with concurrent callers under group commit (R-STORE-9)."""
-        if self.fence_sync == "syncfs":
-            syncs.filesystem.sync(fs)
-        else:
-            syncs.directory.sync(fs)
-
-    def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:
-        """Retire's phase 2 re-check, under the lock, that the ID's fence still exists (R-CONC-3)."""
-        return fs.stat(fence_name(rollout_id)) is not None
-
-    def sync_unlinks(self, fs: FileSystem, syncs: Syncs) -> None:
-        """The directory sync after retire's phase 2 removed at least one ledger (R-STORE-4, R-STORE-9)."""
-        syncs.directory.sync(fs)
-
-    def sync_delete(self, fs: FileSystem, syncs: Syncs) -> None:
-        """Delete's directory sync, once per non-empty batch even when nothing was there (R-STORE-5,
-        R-STORE-9)."""
-        syncs.directory.sync(fs)
 
     def fenced_for_write(self, fs: FileSystem, rollout_id: str) -> bool:
         """Whether a fence discards a write to a rollout without rows (R-WRITE-4, R-WRITE-6)."""
@@ -255,128 +206,3 @@ class Ordering:
             fs.close(fd)
         self.sync_created(fs)
         return stat
-
-    # ------------------------------------------------------------------------------------- the removals
-    def retire(
-        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
-    ) -> RemovalOutcome:
-        """Retire a validated, de-duplicated batch (R-RETIRE-1..4, R-STORE-4). An empty batch touches nothing.
-
-        Args:
-            fs: the seam.
-            batch: valid, distinct rollout IDs.
-            rollouts: the store's per-ID callbacks.
-            syncs: the store's sync registers (shared under group commit, R-STORE-9).
-
-        Returns:
-            Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
-        """
-        if not batch:
-            return RemovalOutcome([], [])
-        had_rows: dict[str, bool] = {}
-        had_file: list[tuple[str, RolloutSlot]] = []
-        written = 0
-        for rollout_id in batch:  # phase 1
-            slot = rollouts.slot(rollout_id)
-            with stripe_lock(fs, slot[0]):
-                rows, exists = rollouts.probe(rollout_id)
-                written += self.fence(fs, rollout_id)
-            had_rows[rollout_id] = rows
-            if exists:
-                had_file.append((rollout_id, slot))
-        self.sync_fences(fs, syncs, written)
-        unlinked = 0
-        for rollout_id, slot in had_file:  # phase 2
-            with stripe_lock(fs, slot[0]):
-                # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
-                if self.fence_still_there(fs, rollout_id):
-                    unlinked += unlink_ledger(fs, rollouts, rollout_id, slot)
-                else:
-                    rollouts.forget(rollout_id)
-        if unlinked:
-            self.sync_unlinks(fs, syncs)
-        return outcome(batch, had_rows, written, unlinked)
-
-    def fence(self, fs: FileSystem, rollout_id: str) -> bool:
-        """Create the ID's fence unless it exists (with ``fence_sync="file"``, fsync it either way: an
-        earlier retire that failed or died may have created it without its fsync). Whether it was new.
-
-        A new fence whose fsync fails is unlinked again before the error is raised (R-STORE-13); an
-        existing one whose fsync fails is left (it may be another, returned retire's), and the error raised.
-        """
-        fd = fs.create_file(fence_name(rollout_id))
-        if fd is None:
-            if self.fence_sync == "file":
-                # On a file system without a journal it is not durable until someone syncs it (docs/crash.md).
-                existing = fs.open_append(fence_name(rollout_id), create=False)
-                if existing is not None:
-                    try:
-                        fs.fsync(existing)
-                    finally:
-                        fs.close(existing)
-            return False
-        try:
-            if self.fence_sync == "file":
-                try:
-                    fs.fsync(fd)
-                except OSError:
-                    # R-STORE-13's rule, for fences: a second fsync of this inode may succeed without it on
-                    # disk, so the fence goes (still under the lock: no other retire saw it) and the retry
-                    # creates a new one. The ledger is untouched: the ID is back in its pre-state.
-                    with contextlib.suppress(OSError):
-                        fs.unlink(fence_name(rollout_id))
-                    raise
-        finally:
-            fs.close(fd)
-        return True
-
-    def delete(
-        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
-    ) -> RemovalOutcome:
-        """Delete a validated, de-duplicated batch (R-DELETE-1..3, R-STORE-5). An empty batch touches nothing.
-
-        Returns:
-            Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
-        """
-        if not batch:
-            return RemovalOutcome([], [])
-        had_rows: dict[str, bool] = {}
-        unlinked = 0
-        for rollout_id in batch:
-            slot = rollouts.slot(rollout_id)
-            with stripe_lock(fs, slot[0]):
-                had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
-                unlinked += removed + fs.unlink(fence_name(rollout_id))
-        self.sync_delete(fs, syncs)
-        return outcome(batch, had_rows, 0, unlinked)
-
-
-# ------------------------------------------------------------------------- shared by orderings (study too)
-def unlink_ledger(fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slot: RolloutSlot) -> bool:
-    """Under the ID's lock: bump its removal counter, unlink its ledger, forget its cached rows (R-STORE-7).
-
-    Bumped before unlinking: a process dying in between only costs other handles a re-read. Returns whether
-    a file was unlinked.
-    """
-    fs.advance_generation(*slot)
-    unlinked = fs.unlink(ledger_name(rollout_id))
-    rollouts.forget(rollout_id)
-    return unlinked
-
-
-def remove_ledger(
-    fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slot: RolloutSlot
-) -> tuple[bool, int]:
-    """Under the ID's lock: whether the ID had rows, and its ledger unlinked if it has one (0 or 1 unlink)."""
-    rows, exists = rollouts.probe(rollout_id)
-    if not exists:
-        rollouts.forget(rollout_id)
-        return rows, 0
-    return rows, int(unlink_ledger(fs, rollouts, rollout_id, slot))
-
-
-def outcome(batch: Sequence[str], had_rows: dict[str, bool], written: int, unlinked: int) -> RemovalOutcome:
-    """A batch's ``RemovalOutcome``: IDs that had rows are ``removed``, the others ``absent``, in order."""
-    removed = [rid for rid in batch if had_rows[rid]]
-    absent = [rid for rid in batch if not had_rows[rid]]
-    return RemovalOutcome(removed, absent, written, unlinked)
