@@ -115,6 +115,10 @@ class FileSystem(Protocol):
     def unlink(self, name: str) -> bool:
         """Remove a file; ``False`` when it did not exist."""
 
+    def rename(self, old: str, new: str) -> None:
+        """Rename file ``old`` to ``new`` in the directory, atomically replacing ``new`` (``rename(2)``);
+        durable only after a directory sync."""
+
     def sync_dir(self) -> None:
         """fsync the directory: make its entries durable."""
 
@@ -263,6 +267,9 @@ class OsFileSystem:
         except FileNotFoundError:
             return False
         return True
+
+    def rename(self, old: str, new: str) -> None:
+        os.rename(old, new, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
 
     def sync_dir(self) -> None:
         os.fsync(self._dir_fd)

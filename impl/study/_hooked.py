@@ -146,6 +146,9 @@ class HookedFileSystem:
     def unlink(self, name: str) -> bool:
         return self.around(FsCall(method="unlink", name=name, args=(name,)), lambda: self.inner.unlink(name))
 
+    def rename(self, old: str, new: str) -> None:
+        self.around(FsCall(method="rename", name=old, args=(old, new)), lambda: self.inner.rename(old, new))
+
     def sync_dir(self) -> None:
         self.around(FsCall(method="sync_dir", name="", args=()), self.inner.sync_dir)
 
