@@ -54,6 +54,7 @@ FAULTABLE_CALLS = (
     "close",
     "create_file",
     "unlink",
+    "rename",
     "sync_dir",
     "syncfs",
     "listdir",
