@@ -38,6 +38,7 @@ _SHORT = {
     "R-CONC-2 retired stays retired": "CONC-2",
     "R-CONC-3 write after delete survives": "CONC-3",
     "R-STORE-9 shared sync finished first": "STORE-9",
+    "R-STORE-9 no return before its batch synced": "STORE-9b",
     "deadlock": "deadlock",
 }
 
@@ -61,6 +62,11 @@ def _describe(run: StepExploration) -> str:
     return f"{run.config}: {counts}, {run.seconds:.2f} s: {verdict}"
 
 
+def _short(prop: str) -> str:
+    """A property's short name in the table; a property without one is shown whole (never a crash)."""
+    return _SHORT.get(prop, prop)
+
+
 def format_ablation(table: dict[str, dict[str, StepExploration]]) -> str:
     """The ablation table: one row per configuration, one column per guard switched off.
 
@@ -70,7 +76,7 @@ def format_ablation(table: dict[str, dict[str, StepExploration]]) -> str:
     configs = list(table["none"])
     width = max(len(c) for c in configs)
     cells = {
-        (g, c): "-" if run.ok else f"{_SHORT[run.counterexample.property]}@{len(run.counterexample.steps)}"  # type: ignore[union-attr]
+        (g, c): "-" if run.ok else f"{_short(run.counterexample.property)}@{len(run.counterexample.steps)}"  # type: ignore[union-attr]
         for g in table
         for c, run in table[g].items()
     }
@@ -84,7 +90,7 @@ def format_ablation(table: dict[str, dict[str, StepExploration]]) -> str:
     lines.append(
         "cells: violated property @ counterexample length in steps (setup steps included); - no violation. "
         "lin = linearizability, CONC-2 = retired stays retired, CONC-3 = write after delete survives, "
-        "STORE-9 = shared sync finished first."
+        "STORE-9 = shared sync finished first, STORE-9b = no return before its batch synced."
     )
     return "\n".join(lines)
 

@@ -1,6 +1,9 @@
 """What a run of the step-level model is made of: the protocol's guards, the calls, the clients and their
 configuration (SPEC.md §Store, §Concurrency; R-STORE-1..9, R-CONC-1..3).
 
+``Config.combine`` switches on combined removals (``spec/concurrency/_combining.py``); the guards
+``await_combined_batch``, ``results_after_syncs`` and ``same_retire_result`` apply only then.
+
 ``Guards`` holds one switch per guard of the protocol (all on by default), so that each can be shown
 necessary; the calls are the store's operations as the step model knows them (a row is its model call ID
 only), and ``operation_of`` maps each to the sequential model's operation; a ``Config`` is a bounded set of
@@ -46,6 +49,9 @@ class Guards:
     cache_coherence: bool = True
     read_lock: bool = True
     await_shared_sync: bool = True
+    await_combined_batch: bool = True
+    results_after_syncs: bool = True
+    same_retire_result: bool = True
 
     def without(self, name: str) -> Guards:
         """These guards with ``name`` switched off.
@@ -141,6 +147,9 @@ class Config:
     description: str = ""
     #: The removals' syncs go through one shared register (R-STORE-9); else each is its caller's own step.
     group_commit: bool = False
+    #: Removals are combined (per kind, one batch at a time runs the union of the pending requests); else
+    #: each removal runs its own batch. See ``spec/concurrency/_combining.py``.
+    combine: bool = False
 
     def stripe(self, rollout_id: str) -> int:
         """The lock stripe of an ID (R-STORE-2)."""

@@ -2,8 +2,9 @@
 
 Each configuration is a few clients, each a short program of the store's operations on one or two rollout
 IDs, chosen so that the races the protocol's guards exist for can happen: a late write against a retire,
-two retires against a delete and a reuse, a batch against writers, removals sharing a sync. ``explore``
-exhausts each; ``SLOW`` are those only the slow tests explore.
+two retires against a delete and a reuse, a batch against writers, removals sharing a sync, removals
+combined into one batch (``Config.combine``). ``explore`` exhausts each; ``SLOW`` are those only the slow
+tests explore.
 
 Not guaranteed: that these configurations reach every interleaving of larger programs (they are bounded).
 """
@@ -32,6 +33,7 @@ def _race(
     stripes: tuple[int, ...] = (),
     setup_handle: int = 0,
     group_commit: bool = False,
+    combine: bool = False,
 ) -> Config:
     """``clients`` racing on ``ids``, each of which a setup client on ``setup_handle`` first made Live
     with the row ``m1``."""
@@ -45,6 +47,7 @@ def _race(
         stripes=stripes,
         clients=(*setup, *clients),
         group_commit=group_commit,
+        combine=combine,
     )
 
 
@@ -149,6 +152,44 @@ def _configs() -> dict[str, Config]:
             handles=3,
             group_commit=True,
         ),
+        # Combined removals: requests of one kind share a batch a combiner runs (_combining.py).
+        _race(
+            "combine-overlapping-retires",
+            "combining: retires of [a, b] and [b] on two handles, combined into one batch or run apart",
+            Client(0, (RetireCall((a, b)),)),
+            Client(1, (RetireCall((b,)),)),
+            ids=(a, b),
+            combine=True,
+        ),
+        _race(
+            "combine-retires-vs-delete",
+            "combining: two retires of one ID, combined, against a delete of it",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (DeleteCall((a,)),)),
+            handles=3,
+            combine=True,
+        ),
+        _race(
+            "combine-retires-vs-late-write",
+            "combining: two retires of one ID, combined, against a late write on a third handle",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (RecordCall(a, "m2"),)),
+            handles=3,
+            combine=True,
+        ),
+        _race(
+            "combine-shared-sync",
+            "combining and group commit: retires of [a] and [a, b], combined, against a late write to a",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a, b)),)),
+            Client(2, (RecordCall(a, "m2"),)),
+            ids=(a, b),
+            handles=3,
+            group_commit=True,
+            combine=True,
+        ),
         # Larger: explored by the slow tests and `capture-ledger explore`.
         _race(
             "two-retires-vs-delete-reuse-read",
@@ -168,6 +209,45 @@ def _configs() -> dict[str, Config]:
             ids=(a, b),
             handles=3,
         ),
+        _race(
+            "combine-three-overlapping-retires",
+            "combining: retires of [a, b], [b] and [a] on three handles, combined into shared batches",
+            Client(0, (RetireCall((a, b)),)),
+            Client(1, (RetireCall((b,)),)),
+            Client(2, (RetireCall((a,)),)),
+            ids=(a, b),
+            handles=3,
+            combine=True,
+        ),
+        _race(
+            "combine-deletes-vs-retire",
+            "combining: two deletes of one ID, combined, against a retire of it",
+            Client(0, (DeleteCall((a,)),)),
+            Client(1, (DeleteCall((a,)),)),
+            Client(2, (RetireCall((a,)),)),
+            handles=3,
+            combine=True,
+        ),
+        _race(
+            "combine-retires-vs-delete-reuse",
+            "combining: two retires of one ID, combined, against a delete and a re-use of it",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((a,)),)),
+            Client(2, (DeleteCall((a,)), RecordCall(a, "m2"))),
+            handles=3,
+            combine=True,
+        ),
+        _race(
+            "combine-shared-sync-vs-delete",
+            "combining and group commit: retires of a and b and a delete of a share batches and syncs",
+            Client(0, (RetireCall((a,)),)),
+            Client(1, (RetireCall((b,)),)),
+            Client(2, (DeleteCall((a,)),)),
+            ids=(a, b),
+            handles=3,
+            group_commit=True,
+            combine=True,
+        ),
     ]
     return {c.name: c for c in configs}
 
@@ -175,4 +255,13 @@ def _configs() -> dict[str, Config]:
 #: The bounded configurations, by name (simplest first).
 CONFIGURATIONS: dict[str, Config] = _configs()
 #: The configurations the slow tests explore (CI explores the others).
-SLOW: frozenset[str] = frozenset({"two-retires-vs-delete-reuse-read", "retire-batch-vs-three-writers"})
+SLOW: frozenset[str] = frozenset(
+    {
+        "two-retires-vs-delete-reuse-read",
+        "retire-batch-vs-three-writers",
+        "combine-three-overlapping-retires",
+        "combine-deletes-vs-retire",
+        "combine-retires-vs-delete-reuse",
+        "combine-shared-sync-vs-delete",
+    }
+)

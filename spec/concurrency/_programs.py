@@ -1,30 +1,31 @@
 """The client call programs of the step-level model: each call as a sequence of atomic steps (SPEC.md §Store;
-R-STORE-3..5, R-WRITE-3..6, R-ADMIT-2, R-READ-1..3, R-RETIRE-1..2, R-DELETE-1..2, R-CONC-1..3).
+R-STORE-3..5, R-STORE-9, R-WRITE-3..6, R-ADMIT-2, R-READ-1..3, R-RETIRE-1..2, R-DELETE-1..2, R-CONC-1..3).
 
 ``spec/concurrency/steps.py`` holds the state and the atomic steps (``Stepper``); this module holds the
-programs that
-string them together, one per call of ``FileLineageStore``: ``record`` (lock, read through the cache,
-maybe look up the fence, append, fsync, maybe sync the directory, unlock), ``retire`` in two phases
-(R-STORE-4, or with ``Guards.fence_before_unlink`` off the naive order), ``delete`` (R-STORE-5),
+programs that string them together, one per call of ``FileLineageStore``: ``record`` (lock, read through
+the cache, maybe look up the fence, append, fsync, maybe sync the directory, unlock), ``retire`` in two
+phases (R-STORE-4, or with ``Guards.fence_before_unlink`` off the naive order), ``delete`` (R-STORE-5),
 ``admit`` (one fence lookup, no lock) and ``manifest`` (under the lock unless ``Guards.read_lock`` is
-off). Each removal's sync is a *sync point* (``Stepper.request_sync`` and ``Stepper.at_sync_point``): one
-step of its own, or with ``Config.group_commit`` a shared sync it leads or waits for (R-STORE-9).
+off). With ``Config.combine`` a removal first enqueues its request and either runs the batch of every
+pending request as their combiner (the same steps over the union of their IDs) or waits for the batch
+that took it (``spec/concurrency/_combining.py``). Each removal's sync is a *sync point*
+(``Stepper.request_sync`` and ``Stepper.at_sync_point``): one step of its own, or with
+``Config.group_commit`` a shared sync it leads or waits for (R-STORE-9).
 ``successor(config, guards, state, client)`` is the one step a client can take next (or ``None`` when it
-is blocked on a lock or on a shared sync, or finished), so an explorer interleaves clients by choosing
-who moves.
+is blocked on a lock, on a shared sync or on its combined batch, or finished), so an explorer interleaves
+clients by choosing who moves.
 
 Not guaranteed: that ``impl/store/file_store.py`` follows these programs -- they model the order of its
-system calls
-and are checked against the sequential model (tests/spec/concurrency/test_steps_model.py) and by the
-explorer; the real
-store is held to the same histories by the scheduler (docs/interleavings.md). Nor anything about crashes,
-failures, conflicting rows or torn lines (see ``steps``).
+system calls and are checked against the sequential model (tests/spec/concurrency/test_steps_model.py) and
+by the explorer; the real store is held to the same histories by the scheduler (docs/interleavings.md).
+Nor anything about crashes, failures, conflicting rows or torn lines (see ``steps``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from capture_ledger.spec.concurrency import _combining
 from capture_ledger.spec.concurrency.steps import (
     AdmitCall,
     Config,
@@ -108,6 +109,8 @@ def _manifest(rows: tuple[Row, ...]) -> model.Result:
 def _run(s: Stepper) -> str | None:
     """Take the current call's next step on ``s``; the step's text, or ``None`` when blocked on a lock."""
     call = s.call
+    if isinstance(call, RetireCall | DeleteCall) and s.config.combine and s.local.pc in ("start", "c.wait"):
+        return _combining.request(s, call)  # enqueue, then take the pending requests or wait
     if isinstance(call, RecordCall):
         return _record(s, call)
     if isinstance(call, RetireCall):
@@ -218,7 +221,7 @@ def _append(s: Stepper, call: RecordCall) -> str:
 
 def _retire(s: Stepper, call: RetireCall) -> str | None:
     """R-STORE-4, or with ``fence_before_unlink`` off: unlink every ledger first, then fence."""
-    ids, local, pc = call.rollout_ids, s.local, s.local.pc
+    ids, local, pc = _batch(s, call), s.local, s.local.pc
     fence_first = s.guards.fence_before_unlink
     first = ids  # phase 1 visits every ID; phase 2 those that had a ledger (fence first) or all
     second = local.had if fence_first else ids
@@ -246,6 +249,7 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
         if local.index + 1 < len(first):
             s.go("p1.lock", index=local.index + 1)
             return f"unlock stripe of {rid}"
+        _combining.end_of_phase_1(s)
         return f"unlock stripe of {rid}" + s.request_sync("p1.sync", index=0)
     if pc == "p1.sync":
         # R-STORE-4: one directory sync per non-empty batch, even when no fence was written.
@@ -277,15 +281,24 @@ def _retire(s: Stepper, call: RetireCall) -> str | None:
     return _sync_point(s, lambda: _end_removal(s, call))
 
 
+def _batch(s: Stepper, call: RetireCall | DeleteCall) -> tuple[str, ...]:
+    """The IDs the removal's steps visit: its own, or with combining the union of its batch's requests."""
+    return s.local.batch if s.config.combine else call.rollout_ids
+
+
 def _end_removal(s: Stepper, call: RetireCall | DeleteCall) -> None:
-    """Return what the removal removed (R-RETIRE-1..2, R-DELETE-1..2)."""
+    """Return what the removal removed (R-RETIRE-1..2, R-DELETE-1..2); a combiner hands every request of
+    its batch its own result first."""
+    if s.config.combine:
+        _combining.complete(s, call)
+        return
     had = s.local.had
     absent = tuple(i for i in call.rollout_ids if i not in had)
     s.finish(model.Ok(model.Removal(had, absent)))
 
 
 def _delete(s: Stepper, call: DeleteCall) -> str | None:
-    ids, local, pc = call.rollout_ids, s.local, s.local.pc
+    ids, local, pc = _batch(s, call), s.local, s.local.pc
     if pc == "sync":
         return _sync_point(s, lambda: _end_removal(s, call))
     rid = ids[local.index]
@@ -305,4 +318,5 @@ def _delete(s: Stepper, call: DeleteCall) -> str | None:
     if local.index + 1 < len(ids):
         s.go("lock", index=local.index + 1)
         return f"unlock stripe of {rid}"
+    _combining.end_of_phase_1(s)
     return f"unlock stripe of {rid}" + s.request_sync("sync", index=local.index + 1)

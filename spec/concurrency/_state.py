@@ -1,6 +1,6 @@
 """The step-level model's state: the abstract directory, the locks, the handles' caches, each client's
-registers, and the ghost state the checkers read (SPEC.md §Store, §Concurrency; R-STORE-7, R-STORE-9,
-R-CONC-2..3).
+registers, the combiner queues, and the ghost state the checkers read (SPEC.md §Store, §Concurrency;
+R-STORE-7, R-STORE-9, R-CONC-2..3).
 
 Frozen values, so an explorer hashes states and expands each once. ``initial_state`` is an empty directory
 with free locks and cold caches. The public names are re-exported by ``spec.concurrency.steps``, which is
@@ -53,6 +53,8 @@ class Local:
         frozenset()
     )  # record: retires it must survive (ghost, R-CONC-3)
     ticket: int = 0  # group commit: the number of the sync this call waits for
+    batch: tuple[str, ...] = ()  # combining, the combiner: the union of its batch's requests' IDs
+    members: tuple[tuple[int, int], ...] = ()  # combining, the combiner: the requests it took (client, call)
 
 
 CallRecord = tuple[int, int, model.Result | None]
@@ -83,6 +85,16 @@ class State:
     sync_finished: int = 0
     sync_leader: int = -1
     unsynced: tuple[str, ...] = ()  # ghost: sync points passed before their sync finished, as sentences
+    # Combining, per kind (0 retire, 1 delete): the pending requests (their clients, in queue order), the
+    # client running a batch (or -1), the batches started; per client, the result a combiner handed it.
+    queues: tuple[tuple[int, ...], ...] = ((), ())
+    combiners: tuple[int, ...] = (-1, -1)
+    batches: tuple[int, ...] = (0, 0)
+    handed: tuple[model.Result | None, ...] = ()
+    # Ghost (combining): the requests (client, call) that a batch took and has not finished syncing, and the
+    # returns made before that, as sentences.
+    uncovered: frozenset[tuple[int, int]] = frozenset()
+    early: tuple[str, ...] = ()
 
 
 def initial_state(config: Config) -> State:
@@ -99,6 +111,7 @@ def initial_state(config: Config) -> State:
         calls=((),) * clients,
         deleted_under=(frozenset(),) * n,
         deletes=(0,) * n,
+        handed=(None,) * clients,
     )
 
 

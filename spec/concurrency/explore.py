@@ -14,6 +14,9 @@ first counterexample found is a shortest one. On every state it checks the named
 * ``R-STORE-9 shared sync finished first``: with group commit, no removal passes a sync point (goes on to
   its next phase, or returns) before a sync that began after it asked has finished (the step model's ghost
   ``unsynced``; the syncs' durability itself is the crash study's, docs/crash.md).
+* ``R-STORE-9 no return before its batch synced``: with combined removals (``Config.combine``), no caller
+  returns before the batch that took its request finished its syncs (the ghost ``early``; checked first,
+  since a retire returned that early is often an R-CONC-2 breach as well).
 
 On every complete execution (all clients finished) it checks **linearizability** against the sequential
 model with ``linearizability.check_history``: the history is built from the ghost state (a call's
@@ -74,8 +77,16 @@ LINEARIZABILITY = "linearizability"
 RETIRED_STAYS_RETIRED = "R-CONC-2 retired stays retired"
 WRITE_AFTER_DELETE_SURVIVES = "R-CONC-3 write after delete survives"
 SYNCED_FIRST = "R-STORE-9 shared sync finished first"
+BATCH_SYNCED = "R-STORE-9 no return before its batch synced"
 DEADLOCK = "deadlock"
-PROPERTIES = (LINEARIZABILITY, RETIRED_STAYS_RETIRED, WRITE_AFTER_DELETE_SURVIVES, SYNCED_FIRST, DEADLOCK)
+PROPERTIES = (
+    LINEARIZABILITY,
+    RETIRED_STAYS_RETIRED,
+    WRITE_AFTER_DELETE_SURVIVES,
+    SYNCED_FIRST,
+    BATCH_SYNCED,
+    DEADLOCK,
+)
 
 
 #: The pinned manifest (configurations, expected results, state counts, ablation), next to this module.
@@ -108,6 +119,7 @@ REQUIREMENTS = {
     RETIRED_STAYS_RETIRED: "R-CONC-2",
     WRITE_AFTER_DELETE_SURVIVES: "R-CONC-3",
     SYNCED_FIRST: "R-STORE-9",
+    BATCH_SYNCED: "R-STORE-9",
     DEADLOCK: "R-CONC-1",
 }
 
@@ -214,6 +226,8 @@ def replay(config: Config, guards: Guards, schedule: tuple[int, ...] | list[int]
 
 
 def _invariants(config: Config, state: State) -> tuple[str, str] | None:
+    if state.early:  # first: a return before its batch's syncs is also, often, a retire returned too soon
+        return BATCH_SYNCED, state.early[0]
     for position, rollout_id in enumerate(config.ids):
         if rollout_id in state.retired and state.ledgers[position] is not None:
             return RETIRED_STAYS_RETIRED, (

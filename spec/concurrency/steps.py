@@ -22,7 +22,18 @@ cache: it serves the cached rows of a removed ledger and appends to the ledger i
 whose row then lands in an unlinked file), ``read_lock`` (``manifest`` reads under the stripe lock, as
 ``impl/store/file_store.py`` does; off, a read can fall between a delete's two unlinks) and
 ``await_shared_sync`` (with group commit, a removal that finds another client's sync running waits for a
-sync that began after it asked; off, it counts on the running one and goes on, R-STORE-9).
+sync that began after it asked; off, it counts on the running one and goes on, R-STORE-9);
+with combined removals, ``await_combined_batch`` (a waiter returns only once the batch that took its
+request completed; off, as soon as it was taken), ``results_after_syncs`` (the combiner hands out the
+results after the batch's last sync; off, after phase 1) and ``same_retire_result`` (a later retire request
+of an ID in the batch gets the batch's result; off, ``absent``).
+
+**Combined removals** (``Config.combine``; ``spec/concurrency/_combining.py``): a removal enqueues its
+request, then either becomes the *combiner* of its kind (takes every pending request and runs one batch
+over the union of their IDs, with exactly the steps above) or waits for the batch that took it; the
+combiner hands each request its own result (for a delete, the first request in queue order asking an ID
+gets the real result and a later one ``absent``; for a retire, every request gets the batch's). Ghost
+``uncovered`` and ``early``: no caller returns before the batch covering its IDs finished its syncs.
 
 **Group commit** (``Config.group_commit``, R-STORE-9): the removals' syncs go through one shared *sync
 register* (``State.sync_started``, ``sync_finished``, ``sync_leader``; handles are of one process). A
@@ -262,6 +273,14 @@ class Stepper:
         self.changes["calls"] = _put(every, self.client, (*calls[:-1], done))
         self.changes["returns"] = self.state.returns + 1
         self.changes["local"] = Local(call=self.local.call + 1)
+        uncovered: frozenset[tuple[int, int]] = self.get("uncovered")  # type: ignore[assignment]
+        if (self.client, self.local.call) in uncovered:  # combining: its batch has not finished its syncs
+            early: tuple[str, ...] = self.get("early")  # type: ignore[assignment]
+            self.changes["early"] = (
+                *early,
+                f"client {self.client} ({describe(self.call)}) returned before the batch that took its "
+                "request finished its syncs",
+            )
         if isinstance(self.call, RetireCall):
             # Retired until a delete is invoked. A delete concurrent with this retire (invoked since it
             # began, or still running) may be ordered after it, so then nothing is claimed.
@@ -286,7 +305,19 @@ class Stepper:
         self.changes["calls"] = _put(self.state.calls, self.client, (*calls, (self.state.returns, -1, None)))
         protect: frozenset[tuple[int, int, str]] = frozenset()
         if isinstance(self.call, RetireCall):
-            self.changes["local"] = dataclasses.replace(self.local, deletes=self.state.deletes)
+            # With combining, a delete's effect may come long after its invocation (its enqueue): a delete
+            # running now is concurrent with this retire and may be ordered after it, so it counts as invoked
+            # since. (Without, a delete's first step locks its first ID; no configuration deletes several.)
+            deleting = [
+                i
+                for _, call in (self.running(DeleteCall) if self.config.combine else [])
+                for i in call.rollout_ids  # type: ignore[union-attr]
+            ]
+            deletes = tuple(
+                count - deleting.count(rid)
+                for count, rid in zip(self.state.deletes, self.config.ids, strict=True)
+            )
+            self.changes["local"] = dataclasses.replace(self.local, deletes=deletes)
             return
         if isinstance(self.call, DeleteCall):
             self.changes["retired"] = self.state.retired - set(self.call.rollout_ids)

@@ -94,3 +94,15 @@ def test_explore_cli_prints_the_ablation_table_and_json(capsys: pytest.CaptureFi
         "property": "linearizability",
         "steps": 22,
     }
+
+
+def test_every_property_has_a_short_name_in_the_ablation_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """The combining configurations break a property the table once had no name for (it raised KeyError)."""
+    from capture_ledger.impl.cli.explore import _SHORT
+    from capture_ledger.spec.concurrency.explore import PROPERTIES
+
+    assert set(PROPERTIES) <= set(_SHORT)
+    assert main(["explore", "--config", "combine-overlapping-retires", "--ablate"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    row = next(line for line in rows if line.startswith("combine-overlapping-retires |"))
+    assert "STORE-9b@18" in row

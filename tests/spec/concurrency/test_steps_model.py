@@ -1,7 +1,8 @@
 """Tests of the step-level model (spec/concurrency/steps.py; SPEC.md §Store, R-STORE-3..5, R-CONC-1).
 
 What they prove: run one call at a time, the step model returns exactly what the sequential model returns
-and leaves the directory in the state the model says (so the step model is a refinement of ``model``);
+and leaves the directory in the state the model says (so the step model is a refinement of ``model``),
+with and without group commit and combined removals;
 retire and delete take the locks, syncs and unlinks DESIGN §5 lists, in that order; a retire of two IDs
 is not atomic (a write to the second can come between the two IDs' phase-1 steps); guards are named; with
 group commit (R-STORE-9) a lone removal leads its own syncs, a removal that asks while another's sync runs
@@ -69,14 +70,19 @@ def _run_alone(config: Config, guards: Guards | None = None) -> tuple[State, lis
     return state, texts
 
 
-@given(st.lists(st.tuples(_calls(), st.integers(0, 1)), max_size=12), st.booleans())
+@given(st.lists(st.tuples(_calls(), st.integers(0, 1)), max_size=12), st.booleans(), st.booleans())
 @profile_settings()
 def test_one_call_at_a_time_the_step_model_is_the_sequential_model(
-    calls: list[tuple[Call, int]], group_commit: bool
+    calls: list[tuple[Call, int]], group_commit: bool, combine: bool
 ) -> None:
     clients = tuple(Client(handle, (call,)) for call, handle in calls)
     config = Config(
-        name="sequential", ids=IDS, clients=clients, setup=len(clients), group_commit=group_commit
+        name="sequential",
+        ids=IDS,
+        clients=clients,
+        setup=len(clients),
+        group_commit=group_commit,
+        combine=combine,
     )
     state, _ = _run_alone(config)
     expected = model.LedgerState()
@@ -209,6 +215,9 @@ def test_guards_are_named_and_switch_off_one_at_a_time() -> None:
         "cache_coherence",
         "read_lock",
         "await_shared_sync",
+        "await_combined_batch",
+        "results_after_syncs",
+        "same_retire_result",
     )
     off = Guards().without("recheck_fence")
     assert not off.recheck_fence
