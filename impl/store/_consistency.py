@@ -13,8 +13,16 @@ will serve.
   retire as a retried retire would: under the lock, unlink the ledger; then sync the directory.
 - ``empty-ledger``: a ledger file with no complete row (a crash after creating it). Fix: unlink it under
   the lock; the rollout's state does not change (no rows either way).
+- ``interrupted-create``: a new ledger's temporary (``.<id>.lineage.jsonl.new``, ``lines.creation_name``)
+  left by a crash before its rename (R-STORE-3): no reader takes it for a ledger and no row in it was
+  acknowledged. Fix: unlink it under the rollout's lock (a running creator holds that lock for as long as
+  its temporary exists, so the fix never removes one in use); then sync the directory.
 - ``corrupt-line``: a complete line that is not a row. Never fixed: a person must look.
-- ``nonempty-fence``: a fence file with content (not written by the store). Never fixed.
+- ``stale-fence``: a fence holding a removed ledger's bytes: without a journal a crash may bring a fence
+  whose inode was never fsynced back as a removed file, whole (spec/crash/durability.py, ext4-nojournal).
+  It still fences its rollout (a fence is its name, never its bytes). Fix: truncate it to empty and fsync
+  it, under the rollout's lock.
+- ``nonempty-fence``: a fence file with any other content (not written by the store). Never fixed.
 - ``stray-file``: any other name (not a lock file, not a ledger or fence of a valid ID). Never deleted.
 
 The listing only says which files to look at: every decision about a ledger (its rows, a torn tail,
@@ -41,6 +49,7 @@ from capture_ledger.impl.store._lines import (
     decode,
     fence_name,
     ledger_name,
+    ledger_of_creation,
 )
 from capture_ledger.impl.store._locks import rollout_slot, stripe_lock
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
@@ -55,7 +64,9 @@ FINDING_KINDS = (
     "torn-tail",
     "interrupted-retire",
     "empty-ledger",
+    "interrupted-create",
     "corrupt-line",
+    "stale-fence",
     "nonempty-fence",
     "stray-file",
 )
@@ -155,17 +166,24 @@ def _check(fs: FileSystem, *, fix: bool) -> list[Finding]:
     for name in names:
         if _LOCK_NAME.fullmatch(name):
             continue
-        parsed = _rollout_of(name)
-        if parsed is None:
+        creating = ledger_of_creation(name)
+        parsed = _rollout_of(name if creating is None else creating)
+        if parsed is None or (creating is not None and parsed[1] != LEDGER_SUFFIX):
             findings.append(Finding(kind="stray-file", name=name, detail="not a ledger, fence or lock file"))
+            continue
+        if creating is not None:
+            found = _interrupted_create(fs, name, parsed[0], fix=fix)
+            if found is not None:
+                unlinked |= found.fixed
+                findings.append(found)
             continue
         rollout_id, suffix = parsed
         if suffix == FENCE_SUFFIX:
             stat = fs.stat(name)
             if stat is not None and stat.size:
-                findings.append(
-                    Finding(kind="nonempty-fence", name=name, detail=f"a fence of {stat.size} bytes")
-                )
+                found = _nonempty_fence(fs, name, rollout_id, fix=fix)
+                if found is not None:
+                    findings.append(found)
             continue
         stripe, slot = rollout_slot(rollout_id, fs.stripes)
         with stripe_lock(fs, stripe):
@@ -220,6 +238,54 @@ def _check(fs: FileSystem, *, fix: bool) -> list[Finding]:
     if unlinked:
         fs.sync_dir()
     return findings
+
+
+def _is_ledger_bytes(data: bytes) -> bool:
+    """Whether ``data`` reads as a ledger's lines (what a removed ledger brought back as a fence holds)."""
+    try:
+        decoded = decode(data)
+    except CorruptLedgerError:
+        return False
+    return bool(decoded.entries) or decoded.seed is not None
+
+
+def _nonempty_fence(fs: FileSystem, name: str, rollout_id: str, *, fix: bool) -> Finding | None:
+    """The finding for a fence with content, judged (and with ``fix`` emptied) under the rollout's lock:
+    ``stale-fence`` when it holds a ledger's lines, else ``nonempty-fence``; ``None`` if gone or empty."""
+    stripe, _ = rollout_slot(rollout_id, fs.stripes)
+    with stripe_lock(fs, stripe):
+        got = fs.read(name, 0)
+        if got is None or not got[0].size:
+            return None
+        size = got[0].size
+        if not _is_ledger_bytes(got[1]):
+            return Finding(kind="nonempty-fence", name=name, detail=f"a fence of {size} bytes")
+        emptied = fix and _truncate(fs, name, 0)
+    return Finding(
+        kind="stale-fence",
+        name=name,
+        detail=f"a fence holding {size} bytes of a removed ledger (a crash without a journal)"
+        + ("; emptied" if emptied else ""),
+        fixed=emptied,
+    )
+
+
+def _interrupted_create(fs: FileSystem, name: str, rollout_id: str, *, fix: bool) -> Finding | None:
+    """The finding for temporary ``name`` of a ledger's creation, judged (and with ``fix`` unlinked) under
+    the rollout's lock; ``None`` when it is gone by then (its creator finished)."""
+    stripe, _ = rollout_slot(rollout_id, fs.stripes)
+    with stripe_lock(fs, stripe):
+        stat = fs.stat(name)
+        if stat is None:
+            return None
+        removed = fix and fs.unlink(name)
+    return Finding(
+        kind="interrupted-create",
+        name=name,
+        detail=f"the temporary ({stat.size} bytes) of a ledger creation a crash interrupted before its "
+        "rename" + ("; unlinked" if removed else ""),
+        fixed=removed,
+    )
 
 
 def _truncate(fs: FileSystem, name: str, end: int) -> bool:

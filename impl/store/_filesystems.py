@@ -16,10 +16,14 @@ cheapest ``fence_sync`` the study shows safe under that model:
 | anything else, or nothing detectable | unknown | ``"file"`` (safe under every model studied) |
 
 ``"file"`` rather than ``"syncfs"`` without a journal: both are safe there (with the incarnation lines of
-R-STORE-14 the crash study finds ``"file"`` clean under all three models), but ``syncfs`` flushes every
-dirty page of the whole file system, so its cost grows with other writers on it (a checkpoint being
-written on the same disk), while ``"file"`` costs one fsync of an empty file per new fence
-(benchmarks/bench_group_commit.py, docs/store.md).
+R-STORE-14 and a new ledger renamed into place fsynced, R-STORE-3, the crash study finds ``"file"`` clean
+under all three models and ``"syncfs"`` never broken, and so does the kernel study), but ``syncfs`` flushes
+every dirty page of the whole file system, so its cost grows with other writers on it, while ``"file"``
+costs one fsync of an empty file per new fence. Measured (benchmarks/bench_fence_sync.py, docs/store.md
+§fence_sync="auto"): without a journal ``syncfs`` is cheaper than per-fence fsyncs from 16 IDs a batch on
+(also with another job's 64 MiB dirty) and dearer for one ID; a per-batch choice needs a mode of the
+removals that does not exist yet, so ``"file"`` stays. With a journal ``"directory"`` is cheapest at every
+batch size measured (1 to 4096 IDs).
 
 Nothing is cached: a device number can name another file system after an unmount (a loop device is
 reused), and detecting costs a few hundred µs per open (one ``statfs``, ``/proc/self/mountinfo`` and one

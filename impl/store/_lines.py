@@ -24,9 +24,12 @@ incarnation line followed by that JSON (``zlib.crc32(json, zlib.crc32(incarnatio
 such a ledger that is not sealed with its incarnation (a stale block of a removed ledger read back inside
 the new file, a line torn across a lost block, a second incarnation line) is crash residue, as a NUL is:
 it and everything after it are the torn tail. A complete, correctly sealed line whose JSON is not an entry
-is corruption. The incarnation line is made durable (fsynced) before any row is written after it, so the
-file's first block never reads as another file's block (a crash can only replace blocks a file did not
-hold at its last fsync, spec/crash/durability.py). It is shorter than any row line (33 bytes at least), so
+is corruption. A new ledger is written whole (incarnation line and first row) under a temporary name
+(``creation_name``), fsynced, and only then renamed into place (``ordering.Ordering.create_ledger``), so
+the file a ledger's name reaches was durable, first block included, before the name existed: its first
+block never reads as another file's block (a crash can only replace blocks a file did not hold at its last
+fsync, and without a journal bring back a removed file under a name whose inode was never synced,
+spec/crash/durability.py). It is shorter than any row line (33 bytes at least), so
 a stale block cut to its length never holds a complete row. A ledger whose first line is not an
 incarnation line (written before incarnations, "legacy") is read and appended to as before: unsealed lines.
 The bytes of a row (``manifest``) are the same in both formats.
@@ -57,6 +60,7 @@ __all__ = [
     "CorruptLedgerError",
     "Decoded",
     "bytes_have_rows",
+    "creation_name",
     "decode",
     "encode",
     "entry_json",
@@ -65,11 +69,17 @@ __all__ = [
     "incarnation_line",
     "incarnation_seed",
     "ledger_name",
+    "ledger_of_creation",
     "seal",
 ]
 
 LEDGER_SUFFIX = ".lineage.jsonl"
 FENCE_SUFFIX = ".lineage.retired"
+#: A ledger being created is written under ``.<id>.lineage.jsonl.new`` first (R-STORE-3): no rollout ID
+#: starts with a dot (R-ID-1) and the name ends in neither suffix, so no reader takes it for a ledger or
+#: fence.
+_CREATION_PREFIX = "."
+_CREATION_SUFFIX = ".new"
 _NEWLINE = 0x0A
 _INCARNATION_PREFIX = b'{"incarnation":"'
 _INCARNATION_SUFFIX = b'"}'
@@ -88,6 +98,20 @@ def ledger_name(rollout_id: str) -> str:
 def fence_name(rollout_id: str) -> str:
     """``<id>.lineage.retired``, the empty fence (R-STORE-1)."""
     return rollout_id + FENCE_SUFFIX
+
+
+def creation_name(ledger: str) -> str:
+    """The temporary name a new ledger ``ledger`` (``<id>.lineage.jsonl``) is written under before it is
+    renamed into place (R-STORE-3): ``.<id>.lineage.jsonl.new``. Only its rollout's creator, under the
+    rollout's lock, makes or removes it; one left behind is crash residue (``check``: interrupted-create)."""
+    return _CREATION_PREFIX + ledger + _CREATION_SUFFIX
+
+
+def ledger_of_creation(name: str) -> str | None:
+    """The ledger name whose creation ``name`` is the temporary of (``creation_name``), else ``None``."""
+    if name.startswith(_CREATION_PREFIX) and name.endswith(LEDGER_SUFFIX + _CREATION_SUFFIX):
+        return name[len(_CREATION_PREFIX) : -len(_CREATION_SUFFIX)]
+    return None
 
 
 class CorruptLedgerError(CaptureLedgerError):

@@ -10,10 +10,18 @@ this order:
   the file held no row yet: its creator may have died before syncing its entry]. If any of it fails,
   still under the lock, cut the file back to where the line began (``undo_append``; a ledger the
   record created is unlinked, ``undo_create``): a failed fsync's pages cannot be trusted (R-STORE-13).
-  **Creating** a ledger: open with ``O_CREAT``, write its incarnation line and fsync it (R-STORE-14), write
-  the row, fsync the file, then fsync the directory before
-  the record returns, all under the rollout's lock (so no other handle can append to, and return from, a
-  file whose entry is not yet durable).
+  **Creating** a ledger: create it exclusively under its temporary name (``lines.creation_name``,
+  ``.<id>.lineage.jsonl.new``; a leftover of a crashed creator is unlinked first), write its incarnation
+  line and the row (R-STORE-14) in one write, fsync it, ``rename`` it into place, then fsync the directory
+  before the record returns, all under the rollout's lock (so no other handle can append to, and return
+  from, a file whose entry is not yet durable). The name thus only ever reaches a file that is durable
+  whole: without a journal a directory sync persists a new entry but not an unsynced inode, and a name
+  re-created over a deleted ledger then came back as that ledger, rows and all (the kernel study,
+  docs/crash.md); with the rename no crash image holds the ledger's name on an unsynced inode. Any failing
+  step is undone under the lock (``undo_create``: both names unlinked, R-STORE-13); a crash may leave the
+  temporary behind, which readers ignore and ``check`` reports as ``interrupted-create``. Two syncs per
+  new ledger (the file, the directory), one fewer than writing it in place with its incarnation line
+  fsynced first.
 - **retire** (R-STORE-4): phase 1, under each ID's lock, note whether it has a ledger and create the fence if
   missing; then one directory sync for the non-empty batch even when no fence was written (an overlapping
   or crashed retire may have created it without syncing); phase 2, for IDs that had a ledger file, under
@@ -43,7 +51,7 @@ never does. Not guaranteed here: anything about the persistence model itself (SP
 from __future__ import annotations
 
 from capture_ledger.impl.store._cache import CachedLedger
-from capture_ledger.impl.store._lines import fence_name
+from capture_ledger.impl.store._lines import creation_name, fence_name
 from capture_ledger.impl.store._locks import RolloutSlot
 from capture_ledger.impl.store._removals import (
     FENCE_SYNCS,
@@ -164,9 +172,12 @@ class Ordering(RemovalOrdering):
         return True
 
     def undo_create(self, fs: FileSystem, name: str) -> bool:
-        """After creating a ledger failed at any step, under the lock: unlink it (R-STORE-13). No handle saw
-        it; a retry creates it anew, with a directory sync that has an entry to write. Whether it worked."""
+        """After creating ledger ``name`` failed at any step, under the lock: unlink its temporary
+        (``creation_name``) and, if the rename already happened, the ledger itself (R-STORE-13). No handle
+        saw it; a retry creates it anew, with a directory sync that has an entry to write. Whether it
+        worked (a name that is not there is no failure)."""
         try:
+            fs.unlink(creation_name(name))
             fs.unlink(name)
         except OSError:
             return False
@@ -184,25 +195,32 @@ class Ordering(RemovalOrdering):
 
     def create_ledger(self, fs: FileSystem, name: str, line: bytes, *, incarnation: bytes) -> FileStat:
         """Create ledger ``name`` holding ``incarnation`` and then ``line``, durable with its directory entry
-        (R-STORE-3).
+        (R-STORE-3, R-STORE-14; the module docstring gives the steps).
 
-        The incarnation line is fsynced before the row is written (R-STORE-14): without a journal, a block
-        the file did not hold at its last fsync may read back as a removed file's block after a crash, so
-        the first block must be the file's own before any row follows it. The caller holds the rollout's
-        lock and has seen that no ledger file exists.
+        The caller holds the rollout's lock and has seen that no ledger file exists; on an ``OSError`` it
+        calls ``undo_create``. A temporary left by a creator that crashed (only creators, under this lock,
+        make one) is unlinked before the new one is made. Guaranteed when it returns: the file, whole, and
+        its name are durable. Not guaranteed after it raised: anything, until ``undo_create`` ran.
 
         Returns:
             The new file's inode and size.
+
+        Raises:
+            OSError: a step failed (the temporary, or the renamed ledger, may still exist).
         """
-        fd = fs.open_append(name, create=True)
-        assert fd is not None  # open_append(create=True) never returns None
+        temporary = creation_name(name)
+        fd = fs.create_file(temporary)
+        if fd is None:  # crash residue of an earlier creator of this rollout
+            fs.unlink(temporary)
+            fd = fs.create_file(temporary)
+            if fd is None:  # pragma: no cover - we hold the lock every creator takes
+                raise FileExistsError(temporary)
         try:
-            fs.write(fd, incarnation)
-            self.sync_data(fs, fd)
-            fs.write(fd, line)
+            fs.write(fd, incarnation + line)
             self.sync_data(fs, fd)
             stat = fs.fstat(fd)
         finally:
             fs.close(fd)
+        fs.rename(temporary, name)
         self.sync_created(fs)
         return stat

@@ -60,11 +60,17 @@ holding any prefix of its bytes, the empty file included (a directory: present).
 the disk without its data: each file-system block (``block_size`` bytes of the file, 4096 by default) beyond
 the synced length may read as zeros from some point on, whatever follows it, and a block the file did not
 hold before may read as a block of any removed file's bytes (removed in the trace, or before it:
-``Baseline.freed``) — the inode and the block bitmap of an append were written, its data block was not. The
-kernel study found all three: NUL bytes where a row should be; where a row spans two blocks, a complete line
-of NULs and the row's end; and a re-created ledger holding the deleted ledger's rows. (For a rewritten
+``Baseline.freed``) — the inode and the block bitmap of an append were written, its data block was not.
+And an entry naming a non-durable inode may come back as a *removed file, whole* (any file removed in the
+trace or before it, at the bytes it held when removed): the new entry reached the disk with the inode
+number the allocator reused, the new inode did not, and ``e2fsck`` keeps the freed inode's old contents.
+The kernel study found all four: NUL bytes where a row should be; where a row spans two blocks, a complete
+line of NULs and the row's end; a re-created ledger holding the deleted ledger's rows in its new blocks;
+and a ledger name re-created over a deleted ledger coming back as that ledger, whole. (For a rewritten
 file: each sector it did not hold at its last sync may also read as zeros or as the matching sector of a
-removed file's block.) Renames and links were not part of the kernel study.
+removed file's block.) A rename's new entry names the renamed inode, durable or not as that inode is: a
+file fsynced before its rename comes back whole under either name. Links were not part of the kernel
+study.
 
 The models nest — journaled ⊆ weakest-posix ⊆ ext4-nojournal — and always allow the no-crash image.
 
@@ -76,7 +82,7 @@ checks them against real ext4 for the store's own effects (creates, appends, tru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from capture_ledger.spec.crash._effects import (
@@ -162,8 +168,11 @@ def _file_options(state: Replay, inode: int, *, lowest: int, block: int) -> Sequ
     return poisoned_options(state, inode, unique(found))
 
 
-def _options(state: Replay, inode: int, *, may_vanish: bool, block: int) -> Sequence[Content]:
-    """What an entry naming ``inode`` may come back as, for the weak models (module docstring)."""
+def _options(
+    state: Replay, inode: int, *, may_vanish: bool, block: int, reused: bool = False
+) -> Sequence[Content]:
+    """What an entry naming ``inode`` may come back as, for the weak models (module docstring); with
+    ``reused``, an entry whose inode may vanish may also come back as a removed file, whole."""
     vanishes = may_vanish and inode not in state.durable_inodes
     if inode in state.directories:
         return (None, DIRECTORY) if vanishes else (DIRECTORY,)
@@ -171,7 +180,12 @@ def _options(state: Replay, inode: int, *, may_vanish: bool, block: int) -> Sequ
         vanishes
     ):  # ext4 without a journal: the entry persisted, its inode did not (docs/architecture.md §Facts)
         found = _file_options(state, inode, lowest=0, block=block)
-        return (None, *found) if isinstance(found, tuple) else Options([(None,), found])
+        # ... and the inode number it names may be a removed file's, whose old inode fsck keeps: the
+        # name comes back as that file, whole (the kernel study, docs/crash.md).
+        removed = unique(state.freed) if reused else ()
+        if isinstance(found, tuple):
+            return unique((None, *found, *removed))
+        return Options([(None,), found, removed])
     return _file_options(state, inode, lowest=state.synced_length[inode], block=block)
 
 
@@ -234,7 +248,9 @@ class Journaled:
         return ImageSpace(tuple(alternatives))
 
 
-def _independent_space(state: Replay, *, inode_may_vanish: bool, zero_block: int = 0) -> ImageSpace:
+def _independent_space(
+    state: Replay, *, inode_may_vanish: bool, zero_block: int = 0, reused_inodes: bool = False
+) -> ImageSpace:
     """The weak models: each name ends in its synced state or the state after any one unsynced operation on
     it; with ``zero_block``, unsynced blocks of that size may also read as zeros or removed bytes."""
     durable = dict(state.baseline)
@@ -259,7 +275,11 @@ def _independent_space(state: Replay, *, inode_may_vanish: bool, zero_block: int
             if inode is None:
                 parts.append((None,))
             else:
-                parts.append(_options(state, inode, may_vanish=inode_may_vanish, block=zero_block))
+                parts.append(
+                    _options(
+                        state, inode, may_vanish=inode_may_vanish, block=zero_block, reused=reused_inodes
+                    )
+                )
         options.append(_flatten(parts))
     return ImageSpace((Alternative(names=names, options=tuple(options)),))
 
@@ -283,21 +303,25 @@ class WeakestPosix:
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class NoJournalExt4:
-    """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd, and unsynced
-    blocks of ``block_size`` bytes may read as zeros; see the module docstring. ``block_size=0`` is the
+    """``weakest-posix`` plus: a synced entry's inode is lost unless fsynced or syncfs'd (the entry then
+    dropped, a prefix of the file's bytes, or a removed file whole), and unsynced blocks of ``block_size``
+    bytes may read as zeros or stale bytes; see the module docstring. ``block_size=0`` is the
     model as it stood before the kernel study (no block reads as zeros), kept to show that it was
-    unsound."""
+    unsound; ``reused_inodes=False`` the model as it stood before a re-created name was seen to come back
+    as the removed file, whole (likewise kept to show that it was unsound)."""
 
     name: str = "ext4-nojournal"
     summary: str = (
-        "as weakest-posix; a directory sync persists a new entry but not its unsynced inode, "
-        "and unsynced blocks may read as zeros"
+        "as weakest-posix; a directory sync persists a new entry but not its unsynced inode (which may "
+        "read as a removed file), and unsynced blocks may read as zeros"
     )
     block_size: int = 4096
+    reused_inodes: bool = True
 
     def with_block_size(self, block_size: int) -> NoJournalExt4:
-        """The same model for a file system with blocks of ``block_size`` bytes."""
-        return NoJournalExt4(block_size=block_size)
+        """The same model (its name and rules kept) for a file system with blocks of ``block_size`` bytes;
+        the model without lost blocks (``block_size=0``) stays without them."""
+        return replace(self, block_size=block_size) if self.block_size else self
 
     def space(self, baseline: Baseline, effects: Sequence[Effect]) -> ImageSpace:
         """Every image the model allows.
@@ -306,7 +330,9 @@ class NoJournalExt4:
             UnsupportedEffectError: the trace holds an ``Unsupported`` effect.
         """
         state = replay(baseline, effects)
-        return _independent_space(state, inode_may_vanish=True, zero_block=self.block_size)
+        return _independent_space(
+            state, inode_may_vanish=True, zero_block=self.block_size, reused_inodes=self.reused_inodes
+        )
 
 
 #: The models by name, weakest last.

@@ -63,9 +63,12 @@ OpenStore = Callable[[Path, FileSystem], Any]
 READ_BUDGET = 10.0
 
 #: What a crash may leave and the spec allows (R-STORE-6, R-STATE-2): torn tails, interrupted retires (a
-#: ledger beside its fence), empty ledgers left by an interrupted create. Any other ``check`` finding
+#: ledger beside its fence), empty ledgers and temporaries left by an interrupted create (R-STORE-3), and,
+#: without a journal, a fence brought back holding a removed ledger's bytes. Any other ``check`` finding
 #: breaks R-STORE-8.
-CRASH_RESIDUE = frozenset({"torn-tail", "interrupted-retire", "empty-ledger"})
+CRASH_RESIDUE = frozenset(
+    {"torn-tail", "interrupted-retire", "empty-ledger", "interrupted-create", "stale-fence"}
+)
 
 
 @contextmanager

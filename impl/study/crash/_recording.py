@@ -3,7 +3,8 @@
 ``RecordingFileSystem`` wraps any ``FileSystem`` (normally ``OsFileSystem`` on a real temporary directory)
 and appends to one trace, in the order the calls took effect: the effects of ``spec.durability``
 (``Create`` with the recorder's own inode number, ``Write`` with its bytes, ``Truncate``, ``Fsync`` of a
-file, ``SyncDir``, ``Syncfs``, ``Unlink``) and the ``Invoke``/``Return`` markers of each store operation,
+file, ``SyncDir``, ``Syncfs``, ``Unlink``, ``Rename``: a ledger's creation renames its temporary into
+place) and the ``Invoke``/``Return`` markers of each store operation,
 which the workload driver adds around its calls. Reads, stats, locks, closes and the removal counters
 change nothing durable and are not recorded. A call that raised is not recorded either, except an
 ``fsync`` failing with ``EIO``, ``ENOSPC`` or ``EDQUOT``: ``FsyncFailed``, whose pages the models may
@@ -28,8 +29,8 @@ scheduler's trace: the scheduler knows who holds which lock, so no timer decides
 ``operation_runner`` are ``record``'s steps, shared with the kernel study (``kernel.recorder``).
 
 Not guaranteed: recording of effects that bypass the seam (the store never does; ``OsFileSystem``'s own lock
-files are created at construction, before recording starts, and belong to the baseline), or hard links and
-renames (the store makes none, and the vocabulary has no such effect).
+files are created at construction, before recording starts, and belong to the baseline), or hard links (the
+store makes none). A rename is recorded as the seam issued it; a rename that raised is not.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from capture_ledger.spec.crash.durability import (
     Effect,
     Fsync,
     FsyncFailed,
+    Rename,
     SyncDir,
     Syncfs,
     Truncate,
@@ -97,12 +99,23 @@ __all__ = [
 
 _R = TypeVar("_R")
 #: The seam calls a ``FaultAt`` kind of any ledger's calls stands for (other kinds are seam call names).
-SEAM_KINDS: dict[str, tuple[str, ...]] = {"sync": ("fsync", "sync_dir", "syncfs"), "rename": ()}
+SEAM_KINDS: dict[str, tuple[str, ...]] = {"sync": ("fsync", "sync_dir", "syncfs")}
 #: The errors of a failed fsync after which its pages may be lost.
 _LOSSY = frozenset({errno.EIO, errno.ENOSPC, errno.EDQUOT})
 #: The seam calls that change what a crash may leave (``close`` only forgets its descriptor).
 _EFFECT_CALLS = frozenset(
-    {"open_append", "write", "fsync", "close", "create_file", "unlink", "sync_dir", "syncfs", "truncate"}
+    {
+        "open_append",
+        "write",
+        "fsync",
+        "close",
+        "create_file",
+        "unlink",
+        "rename",
+        "sync_dir",
+        "syncfs",
+        "truncate",
+    }
 )
 
 
@@ -193,6 +206,13 @@ class RecordingFileSystem(HookedFileSystem):
         elif method == "unlink":
             if result:
                 self._append(Unlink(call.name, self._inode_of.pop(call.name)))
+        elif method == "rename":
+            old, new = call.args[0], call.args[1]
+            assert isinstance(old, str) and isinstance(new, str)
+            inode = self._inode_of.pop(old)
+            replaced = self._inode_of.get(new)
+            self._inode_of[new] = inode
+            self._append(Rename(old, new, inode, replaced))
         elif method == "sync_dir":
             self._append(SyncDir())
         elif method == "syncfs":

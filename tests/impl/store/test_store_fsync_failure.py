@@ -31,6 +31,11 @@ _R = TypeVar("_R")
 _ROW = {"model_call_id": "c2", "staging_key": None}
 
 
+def creation_name(ledger: str) -> str:
+    """The temporary a new ledger is written under before its rename (docs/store.md)."""
+    return f".{ledger}.new"
+
+
 class _Once:
     """Fail the ``occurrence``-th call ``call`` (of any file) once, then every ``also`` call once."""
 
@@ -112,24 +117,47 @@ def test_a_partial_write_on_a_full_disk_leaves_nothing_and_the_retry_rewrites(
         assert _rewrite_then_fsync(seam.calls, ledger_name("x"))
 
 
-# A creation writes and fsyncs its incarnation line (occurrence 1), then its row (occurrence 2).
-@pytest.mark.parametrize(
-    ("call", "occurrence"), [("fsync", 1), ("fsync", 2), ("sync_dir", 1), ("write", 1), ("write", 2)]
-)
+# A creation makes its temporary, writes the incarnation line and the row in one write, fsyncs it, renames
+# it into place and syncs the directory (R-STORE-3); each step may fail.
+@pytest.mark.parametrize("call", ["create_file", "write", "fsync", "rename", "sync_dir"])
 def test_a_failed_creation_is_unlinked_and_the_retry_creates_it_again(
-    tmp_path: Path, seam: _Watched, call: str, occurrence: int
+    tmp_path: Path, seam: _Watched, call: str
 ) -> None:
+    temporary = creation_name(ledger_name("x"))
     with FileLineageStore(tmp_path, fs=seam) as store:
-        seam.plan = _Once(call, Fault(errno.EIO, "after"), occurrence=occurrence)
+        seam.plan = _Once(call, Fault(errno.EIO, "after"))
+        with pytest.raises(InjectedFaultError):
+            store.record("x", _ROW)
+        assert seam.plan.fired
+        seam.plan = None
+        assert not (tmp_path / ledger_name("x")).exists()
+        assert not (tmp_path / temporary).exists()  # R-STORE-13: the undo removed both names
+        seam.calls.clear()
+        store.record("x", _ROW)
+        assert ("create_file", temporary) in seam.calls
+        assert _rewrite_then_fsync(seam.calls, temporary)
+        rename = seam.calls.index(("rename", temporary))
+        assert ("sync_dir", "") in seam.calls[rename:]
+        assert seam.calls[-1][0] in ("sync_dir", "unlock")
+        assert store.manifest("x")["records"] == [_ROW]
+
+
+def test_a_temporary_left_by_a_failed_undo_is_replaced_by_the_next_creation(
+    tmp_path: Path, seam: _Watched
+) -> None:
+    """The fsync fails and so does the undo's unlink: the temporary stays (residue no reader sees); the next
+    creation unlinks it and makes its own, exclusively."""
+    temporary = creation_name(ledger_name("x"))
+    with FileLineageStore(tmp_path, fs=seam) as store:
+        seam.plan = _Once("fsync", Fault(errno.EIO, "after"), also=("unlink",))
         with pytest.raises(InjectedFaultError):
             store.record("x", _ROW)
         seam.plan = None
-        assert not (tmp_path / ledger_name("x")).exists()
-        seam.calls.clear()
+        assert (tmp_path / temporary).exists() and not (tmp_path / ledger_name("x")).exists()
+        assert store.manifest("x")["records"] == []  # ignored by reads
         store.record("x", _ROW)
-        assert ("open_append", ledger_name("x")) in seam.calls
-        assert _rewrite_then_fsync(seam.calls, ledger_name("x"))
-        assert seam.calls[-1][0] in ("sync_dir", "unlock") and ("sync_dir", "") in seam.calls
+        assert not (tmp_path / temporary).exists()
+        assert store.manifest("x")["records"] == [_ROW]
 
 
 def test_when_the_undo_fails_too_the_ledger_is_poisoned_until_removed(tmp_path: Path, seam: _Watched) -> None:

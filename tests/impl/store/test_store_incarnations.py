@@ -154,8 +154,10 @@ def test_a_correctly_sealed_line_that_is_not_an_entry_is_corruption(tmp_path: Pa
 
 
 def test_a_ledger_holding_only_its_incarnation_has_no_rows(tmp_path: Path) -> None:
-    """A creator that crashed after the incarnation line's fsync left no row: the ID is Absent, a retire
-    reports it absent, and the next record appends to it (syncing the directory, as a creation does)."""
+    """A ledger holding only an incarnation line (a creator of an earlier version, which wrote ledgers in
+    place, crashed after the incarnation line's fsync; today's creators rename a whole file into place):
+    the ID is Absent, a retire reports it absent, and the next record appends to it (syncing the directory,
+    as a creation does: the ``first_row`` path)."""
     _store(tmp_path)
     ledger = tmp_path / "a.lineage.jsonl"
     line = incarnation_line()

@@ -10,15 +10,18 @@ step caught under at least one model, and the ``fence_sync`` options clean even 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.store import Ordering
+from capture_ledger.impl.store.fs import FileStat, FileSystem
 from capture_ledger.impl.study import StoreVariant
 from capture_ledger.impl.study.crash import EXPECTED, SMALL, STEPS, StoreConfig, Study, explore, record, study
 from capture_ledger.impl.study.kernel import KERNEL_WORKLOADS
 from capture_ledger.spec import Ok, Unknown, Violation
-from capture_ledger.spec.crash.durability import NoJournalExt4, SyncDir, describe_effect
+from capture_ledger.spec.crash.durability import Create, NoJournalExt4, Rename, SyncDir, describe_effect
 from capture_ledger.spec.kit.crash import WORKLOADS, Invoke, Return
 
 
@@ -37,14 +40,14 @@ def effects_of(workload: str, tmp_path: Path, config: StoreConfig | None = None)
 
 
 def test_recorded_effects_follow_the_protocol(tmp_path: Path) -> None:
-    """R-STORE-3: write, fsync, then the directory sync (R-STORE-14: the incarnation line first, fsynced
-    before the row is written); R-STORE-4: fences, sync, unlink, sync."""
+    """R-STORE-3: a new ledger is written whole under its temporary (R-STORE-14: incarnation line and row,
+    31 + 52 bytes), fsynced, renamed into place, then the directory synced; R-STORE-4: fences, sync,
+    unlink, sync."""
     assert effects_of("record-new", tmp_path / "a") == [
-        "create r1.lineage.jsonl",
-        "write r1.lineage.jsonl +31",
-        "fsync r1.lineage.jsonl",
-        "write r1.lineage.jsonl +52",
-        "fsync r1.lineage.jsonl",
+        "create .r1.lineage.jsonl.new",
+        "write .r1.lineage.jsonl.new +83",
+        "fsync .r1.lineage.jsonl.new",
+        "rename .r1.lineage.jsonl.new -> r1.lineage.jsonl",
         "sync dir",
     ]
     assert effects_of("retire-live", tmp_path / "b") == [
@@ -63,6 +66,13 @@ def test_recorded_effects_follow_the_protocol(tmp_path: Path) -> None:
         "unlink r1.lineage.jsonl",
         "sync dir",
     ]
+    recording = record(WORKLOADS["record-new"], StoreConfig(), tmp_path / "e")
+    renames = [e for e in recording.trace if isinstance(e, Rename)]
+    creates = [e for e in recording.trace if isinstance(e, Create)]
+    assert [(r.old, r.new, r.replaced) for r in renames] == [
+        (".r1.lineage.jsonl.new", "r1.lineage.jsonl", None)
+    ]
+    assert renames[0].inode == creates[0].inode  # the file the ledger's name reaches is the one fsynced
     assert effects_of("record-torn", tmp_path / "d")[:2] == [
         "truncate r1.lineage.jsonl to 83",  # the incarnation line and one sealed row
         "write r1.lineage.jsonl +52",
@@ -178,18 +188,19 @@ def test_each_cell_is_one_of_the_three_results(small_study: Study) -> None:
 
 #: The search space of the default store, pinned per workload: crash points (effects + 1), and the images
 #: judged under journaled, weakest-posix and ext4-nojournal (STYLE: pin the search space). Under
-#: ext4-nojournal a lost block reads as zeros or, for a new block, as a removed file's bytes: images the
-#: kernel study showed (docs/crash.md §The kernel study). A new ledger's creation is five effects (its
-#: incarnation line's write and fsync before the row's, R-STORE-14).
+#: ext4-nojournal a lost block reads as zeros or, for a new block, as a removed file's bytes, and an entry
+#: whose inode was never synced may name a removed file, whole: images the kernel study showed
+#: (docs/crash.md §The kernel study). A new ledger's creation is five effects (its temporary's create,
+#: write and fsync, the rename, the directory sync; R-STORE-3).
 DEFAULT_SPACE = {
-    "record-new": (7, 18, 18, 20),
-    "retire-live": (6, 10, 11, 23),
+    "record-new": (6, 14, 15, 16),
+    "retire-live": (6, 10, 11, 38),
     "retire-overlap": (4, 5, 5, 7),
     "retire-retry-eio": (3, 4, 4, 5),
-    "delete-reuse": (9, 21, 21, 24),
-    "retire-delete-reuse": (12, 27, 28, 34),
-    "retires-share-syncs": (11, 21, 27, 111),
-    "removals-share-syncs": (14, 37, 53, 111),
+    "delete-reuse": (8, 17, 18, 22),
+    "retire-delete-reuse": (11, 23, 25, 36),
+    "retires-share-syncs": (11, 21, 27, 738),
+    "removals-share-syncs": (13, 32, 47, 285),
 }
 
 
@@ -281,9 +292,10 @@ def test_syncfs_covers_fences_it_did_not_write(tmp_path: Path) -> None:
 def test_a_deleted_ledgers_stale_block_is_residue_not_a_row(tmp_path: Path) -> None:
     """R-STORE-14: under ext4-nojournal a re-recorded ID's new ledger may read back a block of its deleted
     one (docs/crash.md §The kernel study). Every line is sealed with its ledger's incarnation, so such a
-    block is crash residue and the deleted row never comes back (R-CRASH-3). The incarnation line's own
-    fsync is what keeps the first block the new ledger's: without the data fsyncs (``no fsync_appends``)
-    the whole first block, incarnation line included, may be the deleted ledger's, and its row returns."""
+    block is crash residue and the deleted row never comes back (R-CRASH-3). The fsync of the new ledger's
+    temporary before its rename is what keeps it the new ledger's: without the data fsyncs (``no
+    fsync_appends``) the renamed name may name an inode never synced, which may read as the deleted
+    ledger, whole, and its row returns."""
     safe = StoreConfig(label="fence_sync=file", fence_sync="file")
     for name in ("delete-reuse", "retire-delete-reuse"):
         found = explore(record(WORKLOADS[name], safe, tmp_path / name), "ext4-nojournal")
@@ -324,3 +336,48 @@ def test_each_sync_of_a_record_may_fail_and_the_retry_is_durable(tmp_path: Path)
                 assert explore(recording, model).verdict == "ok", (recording.workload.name, model)
     broken = record_each(WORKLOADS["record-append-fsync-eio"], CONFIGS["no fsync_appends"], tmp_path / "b")
     assert any(explore(r, "journaled").clauses for r in broken)
+
+
+class _InPlaceOrdering(Ordering):
+    """Creation as it was before the rename: the ledger written in place under its own name, its
+    incarnation line fsynced first (a broken variant the fixed ext4-nojournal model must reject)."""
+
+    __slots__ = ()
+
+    def create_ledger(self, fs: FileSystem, name: str, line: bytes, *, incarnation: bytes) -> FileStat:
+        fd = fs.open_append(name, create=True)
+        assert fd is not None
+        try:
+            fs.write(fd, incarnation)
+            self.sync_data(fs, fd)
+            fs.write(fd, line)
+            self.sync_data(fs, fd)
+            stat = fs.fstat(fd)
+        finally:
+            fs.close(fd)
+        self.sync_created(fs)
+        return stat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _InPlaceConfig(StoreConfig):
+    label: str = "in-place creation"
+
+    def ordering(self) -> Ordering:
+        return _InPlaceOrdering(fence_sync=self.fence_sync)
+
+
+def test_a_ledger_written_in_place_can_come_back_as_the_deleted_one(tmp_path: Path) -> None:
+    """The kernel study's finding, in the model (docs/crash.md §The kernel study): without a journal a
+    name re-created over a deleted ledger comes back as that ledger, whole, when its new inode was never
+    synced. The model as it stood (``reused_inodes=False``) allowed none of it; the fixed one does, and
+    then a store writing the new ledger in place breaks R-CRASH-3 where the production store (temporary,
+    fsync, rename) stays clean under all three models."""
+    before = NoJournalExt4(name="before", reused_inodes=False)
+    for name in ("delete-reuse", "retire-delete-reuse"):
+        in_place = record(WORKLOADS[name], _InPlaceConfig(fence_sync="file"), tmp_path / f"{name}-a")
+        assert "R-CRASH-3" in explore(in_place, "ext4-nojournal").clauses, name
+        assert explore(in_place, before).verdict == "ok", name
+        renamed = record(WORKLOADS[name], StoreConfig(fence_sync="file"), tmp_path / f"{name}-b")
+        for model in ("journaled", "weakest-posix", "ext4-nojournal"):
+            assert explore(renamed, model).verdict == "ok", (name, model)

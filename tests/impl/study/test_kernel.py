@@ -7,9 +7,10 @@ workloads on all three file-system configurations, every prefix and up to 16 see
 
 What it shows: every crash state the kernel produced lies inside the matching persistence model (and the
 model as it stood before, without lost blocks, did not contain them: the finding that changed it) but in
-the pinned ``FINDINGS``, where a deleted ledger comes back whole without a journal (outside the model); the
-default protocol keeps R-CRASH-1..4 on journaled ext4; on ext4 without a journal it breaks R-CRASH-2 as
-the model study predicts, the ``fence_sync`` option keeps retires durable, and a row across a lost block
+the pinned ``FINDINGS`` (none now: a deleted ledger that came back whole without a journal is inside the
+fixed model, and the store's rename of a fsynced temporary keeps it from happening); the default protocol
+keeps R-CRASH-1..4 on journaled ext4; on ext4 without a journal it breaks R-CRASH-2 as the model study
+predicts, the ``fence_sync`` option keeps retires durable, and a row across a lost block
 makes a ledger unreadable (an expected finding against the store); a store that raises or hangs on a
 recovered image is a verdict; a failed run leaves no mount, loop device or daemon behind.
 """
@@ -20,11 +21,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from capture_ledger.impl.cli.main import main
+from capture_ledger.impl.store import Ordering
+from capture_ledger.impl.store.fs import FileStat, FileSystem
 from capture_ledger.impl.study.crash import StoreConfig
 from capture_ledger.impl.study.kernel import (
     CI_WORKLOADS,
@@ -54,16 +58,21 @@ if MISSING:
         pytest.fail(f"the kernel crash study cannot run in CI: it needs {'; '.join(MISSING)}", pytrace=False)
     pytest.skip(f"the kernel crash study needs {'; '.join(MISSING)}", allow_module_level=True)
 
-#: The cells whose kernel states lie outside their model (pinned FINDINGS, never hidden): without a journal,
-#: a crash during a re-record can bring the deleted ledger back whole under its re-created name (its size
-#: and bytes), which the ext4-nojournal model does not allow (docs/crash.md §The kernel study).
-FINDINGS = frozenset({("ext4-nojournal", "retire-delete-reuse")})
+#: The cells whose kernel states lie outside their model (pinned FINDINGS, never hidden). None now: the one
+#: there was (without a journal, a crash during a re-record brought the deleted ledger back whole under its
+#: re-created name) is in the ext4-nojournal model since (a name whose inode was never synced may name a
+#: removed file, whole), and the store no longer lets it happen (a new ledger is fsynced under a temporary
+#: name before its rename; test_kernel_filesystems.py shows both). A cell listed here whose states all lie
+#: inside fails the test, as does a cell not listed with one outside (docs/crash.md §The kernel study).
+FINDINGS: frozenset[tuple[str, str]] = frozenset()
 
 #: The clauses the default protocol breaks per file system over the CI workloads (pinned).
 EXPECTED = {
     ("ext4-ordered", "default"): frozenset(),
     ("ext4-journal", "default"): frozenset(),
-    ("ext4-nojournal", "default"): frozenset({"R-CRASH-2", "R-CRASH-3", "R-CRASH-4"}),
+    # R-CRASH-2/4: a fence's entry persisted without its inode (fence_sync="directory"). R-CRASH-3 no more:
+    # a new ledger is renamed into place fsynced, so a deleted one never comes back under its name.
+    ("ext4-nojournal", "default"): frozenset({"R-CRASH-2", "R-CRASH-4"}),
 }
 
 
@@ -87,7 +96,8 @@ def test_every_kernel_state_lies_inside_its_model_but_the_findings(ci_study: Ker
         assert cell.inside[cell.model] + cell.outside[cell.model] == cell.states
         assert cell.model_only[cell.model] >= 0
     found = [c for c in ci_study.cells if (c.fs, c.workload) in FINDINGS]
-    assert ci_study.outside() == sum(c.outside[c.model] for c in found) > 0
+    assert {(c.fs, c.workload) for c in found} == FINDINGS  # every pinned finding's cell was run
+    assert ci_study.outside() == sum(c.outside[c.model] for c in found)
 
 
 def test_journaled_ext4_stays_inside_weakest_posix_too(ci_study: KernelStudy) -> None:
@@ -128,19 +138,65 @@ def test_ext4_without_a_journal_leaves_bytes_never_written(ci_study: KernelStudy
     assert cell.findings and "lost" in cell.findings[0].timeline
 
 
-def test_ext4_without_a_journal_brings_back_a_deleted_ledgers_rows(ci_study: KernelStudy) -> None:
-    """A delete returned, the ID was re-recorded, and a crash during that record's first fsync kept the new
-    directory entry but not the new inode: the entry names the reused inode number, still the deleted
-    ledger's on disk, and the deleted row is back (R-CRASH-3). A FINDING against the model: the file comes
-    back at the deleted ledger's size, longer than anything the new ledger was written, which the
-    ext4-nojournal model (a removed file's bytes only in blocks up to the new file's size) does not allow."""
-    cell = next(c for c in ci_study.cells if c.fs == "ext4-nojournal" and c.workload == "retire-delete-reuse")
-    assert "R-CRASH-3" in cell.clauses and cell.outside["ext4-nojournal"] > 0
+class _InPlaceOrdering(Ordering):
+    """Creation as it was before the rename: the ledger written in place under its own name, its
+    incarnation line fsynced first (the store that let the kernel bring a deleted ledger back)."""
+
+    __slots__ = ()
+
+    def create_ledger(self, fs: FileSystem, name: str, line: bytes, *, incarnation: bytes) -> FileStat:
+        fd = fs.open_append(name, create=True)
+        assert fd is not None
+        try:
+            fs.write(fd, incarnation)
+            self.sync_data(fs, fd)
+            fs.write(fd, line)
+            self.sync_data(fs, fd)
+            stat = fs.fstat(fd)
+        finally:
+            fs.close(fd)
+        self.sync_created(fs)
+        return stat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _InPlaceConfig(StoreConfig):
+    label: str = "in-place creation"
+
+    def ordering(self) -> Ordering:
+        return _InPlaceOrdering(fence_sync=self.fence_sync)
+
+
+def test_a_ledger_written_in_place_comes_back_as_the_deleted_one_but_not_a_renamed_one(
+    ci_study: KernelStudy,
+) -> None:
+    """The finding that changed the ext4-nojournal model a second time, and the store. A delete returned,
+    the ID was re-recorded, and a crash during that record's first fsync kept the new directory entry but
+    not the new inode: the entry names the reused inode number, still the deleted ledger's on disk, and the
+    deleted ledger is back whole, size and rows (R-CRASH-3). The model as it stood (``reused_inodes=False``)
+    did not allow it; the fixed one does. The store now writes a new ledger under a temporary name, fsyncs
+    it and only then renames it into place: the kernel never brings the deleted ledger back (the CI cell
+    below), and the fixed model finds no broken clause either."""
+    before = NoJournalExt4(name="before", reused_inodes=False)
+    with workspace() as root:
+        cell = kernel_cell(
+            KERNEL_WORKLOADS["retire-delete-reuse"],
+            _InPlaceConfig(),
+            FILESYSTEMS["ext4-nojournal"],
+            root,
+            models=[NoJournalExt4(), before],
+        )
+    assert "R-CRASH-3" in cell.clauses
+    assert cell.outside["before"] > 0 and cell.outside["ext4-nojournal"] == 0
     example = next(b for b in cell.broken if b.clause == "R-CRASH-3").violation
     assert "model_call_id='a'" in example.observed  # the deleted incarnation's row
     assert any("Delete" in r for r in example.returned)
-    (finding,) = [f for f in cell.findings if f.model == "ext4-nojournal"]
+    (finding,) = [f for f in cell.findings if f.model == "before"]
     assert "Delete(rollout_ids=['r1'])" in finding.timeline and "KEPT" in finding.timeline
+    renamed = next(
+        c for c in ci_study.cells if c.fs == "ext4-nojournal" and c.workload == "retire-delete-reuse"
+    )
+    assert "R-CRASH-3" not in renamed.clauses and renamed.outside["ext4-nojournal"] == 0
 
 
 def test_the_json_summary(ci_study: KernelStudy) -> None:
@@ -149,7 +205,8 @@ def test_the_json_summary(ci_study: KernelStudy) -> None:
     assert set(summary) >= pinned
     outside: Any = summary["outside_model"]
     assert summary["workloads"] == len(CI_WORKLOADS)
-    assert outside and {("ext4-nojournal", o["workload"]) for o in outside} <= FINDINGS
+    assert {("ext4-nojournal", o["workload"]) for o in outside} <= FINDINGS
+    assert bool(outside) == any(fs == "ext4-nojournal" for fs, _ in FINDINGS)
     broken: Any = summary["broken"]
     assert {b["clause"] for b in broken} == EXPECTED["ext4-nojournal", "default"]
     assert all(b["timeline"] and b["workload"] in CI_WORKLOADS for b in broken)

@@ -25,6 +25,7 @@ from capture_ledger.spec.crash.durability import (
     Effect,
     Fsync,
     NoJournalExt4,
+    Rename,
     SyncDir,
     Syncfs,
     Truncate,
@@ -205,6 +206,43 @@ def test_a_new_block_may_read_as_a_removed_files_bytes_without_a_journal() -> No
     before: list[Effect] = [Create(LEDGER, 2), Write(2, new)]
     assert stale not in images("ext4-nojournal", Baseline(), before)
     assert stale in images("ext4-nojournal", Baseline(freed=(old,)), before)
+
+
+def test_a_re_created_name_may_come_back_as_the_removed_file_whole_without_a_journal() -> None:
+    """The kernel study's finding (docs/crash.md §The kernel study): a ledger deleted and created anew came
+    back whole, old rows and size, under its name: the entry persisted with the inode number the allocator
+    reused, the new inode never reached the disk. ext4-nojournal allows it while the new inode is not
+    synced; never once it is (an ``Fsync`` before the rename); the model as it stood
+    (``reused_inodes=False``), the journaled models: never."""
+    old = b'{"incarnation":"000000000000"}\n' + b'{"record":{"model_call_id":"a","value":1}} 0\n' * 100
+    new = b'{"record":{"model_call_id":"b","value":1}}\n'
+    base = Baseline(files=((LEDGER, 1, old),))
+    whole = DiskImage.of({LEDGER: old})
+    in_place: list[Effect] = [Unlink(LEDGER, 1), SyncDir(), Create(LEDGER, 2), Write(2, new), SyncDir()]
+    assert whole in images("ext4-nojournal", base, in_place)
+    assert whole not in set(space(NoJournalExt4(reused_inodes=False), base, in_place))
+    assert whole not in images("weakest-posix", base, in_place)
+    assert whole not in images("journaled", base, in_place)
+    temporary = "." + LEDGER + ".new"
+    renamed: list[Effect] = [
+        Unlink(LEDGER, 1),
+        SyncDir(),
+        Create(temporary, 2),
+        Write(2, new),
+        Fsync(2),
+        Rename(temporary, LEDGER, 2),
+        SyncDir(),
+    ]
+    found = images("ext4-nojournal", base, renamed)
+    assert found == {DiskImage.of({LEDGER: new})}  # synced whole: nothing else under either name
+    # Before the temporary's fsync, the temporary may be anything, the removed file whole included; the
+    # ledger's name is not there at all.
+    early = images("ext4-nojournal", base, renamed[:4])
+    assert DiskImage.of({temporary: old}) in early
+    assert all(LEDGER not in dict(image.files) for image in early)
+    # The block size of an image keeps the rule (the kernel study resizes the model per image).
+    assert NoJournalExt4(reused_inodes=False).with_block_size(1024).reused_inodes is False
+    assert NoJournalExt4(block_size=0).with_block_size(1024).block_size == 0
 
 
 def live(*calls: str, fenced: bool = False) -> Live:
