@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from capture_ledger.impl.cli._options import UsageError
@@ -39,7 +41,7 @@ from capture_ledger.spec.kit.crash import (
 )
 from capture_ledger.spec.kit.crash.strace import Target, TraceError, tracing_problem
 
-__all__ = ["run_target", "target_json"]
+__all__ = ["run_kernel_target", "run_target", "target_json"]
 
 
 def _progress(cell: CrashCell) -> None:
@@ -53,8 +55,10 @@ def _progress(cell: CrashCell) -> None:
 
 def run_target(args: argparse.Namespace) -> int:
     """Study ``args.target``; print the result; the exit code (see the module docstring)."""
-    if args.kernel or args.full or args.config or args.fs:
-        raise UsageError("--target goes without --kernel, --full, --config and --fs")
+    if args.kernel:
+        return run_kernel_target(args)
+    if args.full or args.config or args.fs:
+        raise UsageError("--target goes without --full, --config and --fs (--fs: with --kernel)")
     # exit 2, one line: a target that cannot be loaded (TargetError), a factory raising at the first open
     open_once(args.target, parse_options(args.option))
     problem = tracing_problem()
@@ -150,3 +154,101 @@ def _workloads() -> tuple[str, ...]:
     from capture_ledger.spec.kit.crash import WORKLOADS
 
     return tuple(WORKLOADS)
+
+
+# ------------------------------------------------------------------------------------ on the real kernel
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")  # unwinds through every teardown
+
+
+def run_kernel_target(args: argparse.Namespace) -> int:
+    """``crash --target TARGET --kernel``: the target's crash workloads on real images (docs/crash-target.md
+    §On the real kernel); one result per ``--fs`` (default ``DEFAULT_FILESYSTEMS``). Exit 1 when a clause
+    breaks on some file system, 0 otherwise (``unknown`` included), 2 when the target cannot be loaded or
+    traced or the machine lacks a kernel piece (one line saying which)."""
+    from capture_ledger.impl.study.kernel import (
+        DEFAULT_FILESYSTEMS,
+        FILESYSTEMS,
+        KernelSetupError,
+        kernel_target,
+        lacking,
+        missing,
+        workspace,
+    )
+    from capture_ledger.spec.kit.crash import WORKLOADS
+
+    if args.full or args.config or args.model or args.first or args.report is not None:
+        raise UsageError("--target --kernel goes without --full, --config, --model, --first and --report")
+    absent = missing()
+    if absent:
+        raise UsageError("the kernel study cannot run here; it needs " + "; ".join(absent))
+    names = list(dict.fromkeys(args.fs or DEFAULT_FILESYSTEMS))
+    for name in names:
+        needs = lacking(FILESYSTEMS[name])
+        if needs:
+            raise UsageError(f"{name} cannot run here; it needs " + "; ".join(needs))
+    options = parse_options(args.option)
+    open_once(args.target, options)
+    problem = tracing_problem()
+    if problem is not None:
+        raise UsageError(f"cannot trace {args.target}: {problem}")
+    unknown = sorted(set(args.workload or ()) - set(WORKLOADS))
+    if unknown:
+        raise UsageError(f"workload {', '.join(unknown)} is not in the crash catalogue (--target runs those)")
+    target = Target(target=args.target, options=tuple(options.items()), cwd=Path.cwd())
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    results = []
+    try:
+        for name in names:
+            with workspace() as root:
+
+                def done(cell: Any, fs: str = name) -> None:
+                    if args.verbose:
+                        print(
+                            f"  {fs} / {cell.workload}: {cell.states} states of {cell.candidates}, "
+                            f"{cell.outside} outside the model, broken: "
+                            f"{', '.join(b.clause for b in cell.broken) or 'none'}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+
+                results.append(
+                    kernel_target(
+                        target,
+                        FILESYSTEMS[name],
+                        root,
+                        workloads=args.workload,
+                        subsets=args.subsets,
+                        max_states=args.max_states,
+                        seed=args.seed,
+                        progress=done,
+                    )
+                )
+    except (KernelSetupError, TraceError) as error:
+        raise UsageError(str(error)) from error
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    for result in results:
+        summary = result.summary()
+        if args.json:
+            print(json.dumps(summary))
+            continue
+        sampled = f", sampled in {', '.join(summary['sampled'])}" if summary["sampled"] else ""
+        print(
+            f"{result.fs} ({result.model} model): {summary['verdict']}; {summary['states']} kernel states "
+            f"judged{sampled}; {summary['outside_model']} outside the model, "
+            f"{summary['model_unknown']} beyond its enumeration, {summary['unrecoverable']} not mountable; "
+            f"{result.seconds:.1f} s"
+        )
+        for entry in summary["not_run"]:
+            print(f"  not run: {entry['workload']} ({entry['why']})")
+        for entry in summary["broken"]:
+            print(f"\n{entry['clause']} on {result.fs} ({entry['workload']}, state {entry['state']}):")
+            print(entry["timeline"])
+            print(entry["blocks"])
+        for finding in summary["findings"]:
+            print(
+                f"\noutside the {finding['model']} model (a finding about the model): {finding['workload']}"
+            )
+            print(finding["timeline"])
+    return 1 if any(r.verdict == "violation" for r in results) else 0

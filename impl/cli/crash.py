@@ -28,6 +28,14 @@ kill). It prints the matrix and the shortest counterexample of each broken claus
 ``--model`` given), 1 when one does, 2 when the target cannot be loaded or traced (strace missing, ptrace
 not permitted).
 
+``capture-ledger crash --target module:callable --kernel [--fs F]`` runs those workloads on real file-system
+images instead (docs/crash-target.md §On the real kernel; ``impl.study.kernel.kernel_target``): every crash
+state of the block log recovered by the kernel, read back by a fresh handle of the target and judged, and
+compared with the target's strace-recorded persistence model (a state outside it is a finding about the
+model). ``--max-states`` bounds the states per recording (a seeded sample beyond: ``unknown``); ``--json``
+prints one object per file system. Exit code 1 when a clause breaks on some file system, 0 otherwise, 2 when
+the target cannot be loaded or traced or the machine lacks the kernel pieces.
+
 Not guaranteed: the wording of the human-readable output (``--json`` is stable).
 """
 
@@ -44,7 +52,7 @@ from typing import Any
 from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.impl.cli._progress import Progress, showing
 from capture_ledger.impl.study.crash import CONFIGS, study, write_report
-from capture_ledger.impl.study.kernel import FILESYSTEMS, FULL_WORKLOADS, KERNEL_WORKLOADS
+from capture_ledger.impl.study.kernel import FILESYSTEMS, FULL_WORKLOADS, KERNEL_WORKLOADS, MAX_STATES
 from capture_ledger.spec.core.verdicts import EXIT_OK
 from capture_ledger.spec.crash.durability import MODELS
 from capture_ledger.spec.kit.crash import WORKLOADS, CrashCell, matrix_table
@@ -91,6 +99,13 @@ def register(subparsers: Any) -> None:
     )
     kernel.add_argument(
         "--subsets", type=int, default=16, help="most non-prefix subsets of one epoch's writes (seeded)"
+    )
+    kernel.add_argument(
+        "--max-states",
+        type=int,
+        default=MAX_STATES,
+        metavar="N",
+        help="with --target: most kernel crash states judged per recording (a seeded sample beyond)",
     )
     kernel.add_argument("--json", action="store_true", help="one JSON object per file system (or target)")
     outside = parser.add_argument_group("any ledger, traced from outside")

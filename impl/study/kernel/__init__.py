@@ -11,6 +11,11 @@ only a real disk gives meaning to (``workloads``), and the run, table and pictur
 Needs root, ``/dev/fuse``, loop devices, e2fsprogs and the ``kernel`` extra; ``host.missing`` says what is
 absent, ``filesystems.lacking`` what XFS or btrfs would need besides (xfsprogs, btrfs-progs). Nothing on the
 production path imports it; only ``daemon`` imports pyfuse3.
+
+``kernel_target`` does the same for any ledger traced from outside (``crash --target TARGET --kernel``,
+docs/crash-target.md §On the real kernel): the strace recorder of ``crash --target`` run on the image
+(``target_recorder``, the target opened through ``target_factory``, which marks the block log), each state
+read back by a fresh handle of the target in a child process and compared with the strace-recorded model.
 """
 
 from __future__ import annotations
@@ -36,6 +41,19 @@ from capture_ledger.impl.study.kernel._recovery import Recoverer
 from capture_ledger.impl.study.kernel._report import KernelStudy, comparison_svg, kernel_study
 from capture_ledger.impl.study.kernel._states import crash_states, epochs, materialize
 from capture_ledger.impl.study.kernel._study import KernelCell, kernel_cell, trace_window
+from capture_ledger.impl.study.kernel._target import (
+    MAX_STATES,
+    TARGET_WORKLOADS,
+    TargetKernelCell,
+    TargetKernelResult,
+    kernel_target,
+)
+from capture_ledger.impl.study.kernel._target_recorder import (
+    TargetKernelRecording,
+    TraceMark,
+    record_target_on_kernel,
+    target_window,
+)
 from capture_ledger.impl.study.kernel._workloads import CI_WORKLOADS, FULL_WORKLOADS, KERNEL_WORKLOADS
 
 __all__ = [
@@ -47,6 +65,8 @@ __all__ = [
     "FULL_WORKLOADS",
     "KERNEL_WORKLOADS",
     "MARK",
+    "MAX_STATES",
+    "TARGET_WORKLOADS",
     "WRITE",
     "KernelCell",
     "KernelRecording",
@@ -54,6 +74,10 @@ __all__ = [
     "KernelStudy",
     "LogRecord",
     "Recoverer",
+    "TargetKernelCell",
+    "TargetKernelRecording",
+    "TargetKernelResult",
+    "TraceMark",
     "comparison_svg",
     "crash_states",
     "encode",
@@ -61,6 +85,7 @@ __all__ = [
     "fuse_daemon",
     "kernel_cell",
     "kernel_study",
+    "kernel_target",
     "lacking",
     "leftovers",
     "materialize",
@@ -68,7 +93,9 @@ __all__ = [
     "read_log",
     "reader_class",
     "record_on_kernel",
+    "record_target_on_kernel",
     "strict",
+    "target_window",
     "trace_window",
     "workspace",
 ]
