@@ -2,9 +2,10 @@
 §Conformance; docs/check.md).
 
 ``check TARGET [--layers kit,stress,crash,kernel] [--handles N] [--processes P] [--option KEY=VALUE]
-[--profile P] [--json] [--report DIR]`` runs ``spec.kit.check_target``: the sequential kit, ``stress``
-(threads, then worker processes when the ledger's handles share state across processes), the crash
-layer, and the kernel layer when asked for; each layer says what it exercised and what it could not.
+[--profile P] [--fs F] [--json] [--report DIR]`` runs ``spec.kit.check_target``: the sequential kit,
+``stress`` (threads, then worker processes when the ledger's handles share state across processes), the
+crash layer, and the kernel layer when asked for (``crash --target TARGET --kernel`` on each ``--fs``,
+default ``KERNEL_FILESYSTEMS``: ``_check_kernel``); each layer says what it exercised and what it could not.
 
 Exit codes: 0 conforms, 1 broken, 2 the target cannot be loaded (one line on standard error), 3
 incomplete (a requested layer could not decide, or was skipped). ``--json`` prints one object:
@@ -23,14 +24,21 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capture_ledger.impl.cli._options import UsageError
 from capture_ledger.impl.cli._preflight import open_once
 from capture_ledger.impl.cli._progress import Progress, showing
 
-__all__ = ["register", "run_check"]
+if TYPE_CHECKING:
+    from capture_ledger.spec.kit import LayerReport
+
+__all__ = ["KERNEL_FILESYSTEMS", "register", "run_check"]
+
+#: The kernel layer's file systems unless ``--fs`` is given: every kind this kernel mounts.
+KERNEL_FILESYSTEMS = ("ext4-ordered", "ext4-nojournal", "xfs", "btrfs")
 
 
 def register(subparsers: Any) -> None:
@@ -74,6 +82,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="Hypothesis settings profile of the sequential kit (default: $CAPTURE_LEDGER_PROFILE or dev)",
     )
+    parser.add_argument(
+        "--fs",
+        action="append",
+        default=None,
+        metavar="F",
+        help="a file system of the kernel layer (repeatable; default: " + ", ".join(KERNEL_FILESYSTEMS) + ")",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument(
         "--report",
@@ -99,6 +114,7 @@ def run_check(args: argparse.Namespace) -> int:
     layers = None if args.layers is None else [n.strip() for n in args.layers.split(",") if n.strip()]
     logging.getLogger("capture_ledger").addHandler(logging.NullHandler())  # discarded writes warn, by design
     requested = len(layers) if layers is not None else len(DEFAULT_LAYERS)
+    kernel = _kernel_runner(args, layers)
     with Progress(showing(json=args.json), label="check: layers", total=requested) as bar:
 
         def progress(layer: str, what: str) -> None:
@@ -117,6 +133,7 @@ def run_check(args: argparse.Namespace) -> int:
                 options=parse_options(args.option),
                 profile=args.profile,
                 progress=progress,
+                kernel=kernel,
             )
         except (TargetError, OptionError):
             raise  # exit 2, one line naming the target (``main``)
@@ -135,3 +152,21 @@ def run_check(args: argparse.Namespace) -> int:
         if layer.verdict == "broken":
             print(f"\n--- {layer.layer} ---\n{layer.text}")
     return verdict.exit_code
+
+
+def _kernel_runner(args: argparse.Namespace, layers: list[str] | None) -> Callable[[], LayerReport] | None:
+    """The kernel layer for ``check_target`` when it is requested, on ``--fs`` (checked here: exit 2)."""
+    if args.fs and (layers is None or "kernel" not in layers):
+        raise UsageError("--fs goes with --layers ...,kernel")
+    if layers is None or "kernel" not in layers:
+        return None
+    from capture_ledger.impl.cli._check_kernel import kernel_layer
+    from capture_ledger.impl.study.kernel import FILESYSTEMS
+    from capture_ledger.spec.kit import parse_options
+
+    chosen = list(dict.fromkeys(args.fs or KERNEL_FILESYSTEMS))
+    unknown = [name for name in chosen if name not in FILESYSTEMS]
+    if unknown:
+        raise UsageError(f"unknown file system {', '.join(unknown)}; choose among {', '.join(FILESYSTEMS)}")
+    options = parse_options(args.option)
+    return lambda: kernel_layer(args.target, options, chosen)
