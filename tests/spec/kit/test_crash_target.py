@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +262,33 @@ def test_a_weaker_model_alone_says_only_journaled_decides_a_default_run() -> Non
     assert done.returncode == 0, done.stderr
     assert "models: ext4-nojournal ok; the exit code follows ext4-nojournal (ok)" in done.stdout
     assert "note: only the journaled model decides the exit code of a run that studies it" in done.stdout
+
+
+@needs_strace
+def test_a_traced_run_that_times_out_takes_its_children_with_it(tmp_path: Path) -> None:
+    """A hung tracee is killed with strace (its own process group), not left holding its workspace."""
+    from capture_ledger.spec.kit.crash.strace._tracing import run_traced
+
+    pid_file = tmp_path / "child.pid"
+    program = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    done = run_traced([sys.executable, "-c", program], tmp_path / "trace", timeout=3.0)
+    assert done.returncode == -9 and "killed after 3 s" in done.stderr
+    child = int(pid_file.read_text())
+    for _ in range(50):  # dead: gone, or a zombie nobody has reaped yet (PID 1 of a container may not)
+        if not _running(child):
+            break
+        time.sleep(0.1)
+    assert not _running(child), f"the traced program's child {child} outlived the timeout"
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")

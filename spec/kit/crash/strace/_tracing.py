@@ -19,8 +19,11 @@ program runs several times slower per system call (40–110 µs each, docs/crash
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -136,19 +139,22 @@ def run_traced(
     for injection in injections:
         argv += ["-e", injection.flag()]
     argv += ["-o", str(trace), *command]
-    try:
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=None if env is None else dict(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as error:
-        stderr = (
-            error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else error.stderr or ""
-        )
-        return TraceRun(-9, stderr + f"\n(killed after {timeout:g} s)")
-    return TraceRun(done.returncode, done.stderr)
+    # Its own process group, so that a timeout kills the traced program and its children with strace:
+    # killing strace alone leaves a hung tracee running (holding its workspace, a mount in the kernel study).
+    with subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as running:
+        try:
+            _, stderr = running.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.pid, signal.SIGKILL)
+            _, stderr = running.communicate()
+            return TraceRun(-9, (stderr or "") + f"\n(killed after {timeout:g} s)")
+    return TraceRun(running.returncode, stderr)
