@@ -63,7 +63,12 @@ def _round(
 ) -> Round:
     directory = Path(tempfile.mkdtemp(prefix="gc-", dir=root))
     stores = [
-        FileLineageStore(directory, group_commit=group_commit, fence_sync=fence_sync)  # type: ignore[arg-type]
+        FileLineageStore(
+            directory,
+            group_commit=group_commit,
+            combine_removals=False,  # shared syncs alone (benchmarks/bench_removals.py compares combining)
+            fence_sync=fence_sync,  # type: ignore[arg-type]
+        )
         for _ in range(handles)
     ]
     work = [[f"c{c:03d}-{k}" for k in range(calls)] for c in range(callers)]

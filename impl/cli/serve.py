@@ -1,18 +1,18 @@
 """``capture-ledger serve``: serve the control plane of a lineage directory over HTTP (SPEC.md R-HTTP-1..3).
 
-``serve --dir DIR [--host 127.0.0.1] [--port 8000] [--workers N] [--ledger module:callable]
-[--no-group-commit] [--threads N] [--extend module:callable] [--token-file F]`` serves the ledger kept in
-DIR (the file store unless ``--ledger`` names another factory; ``--no-group-commit`` gives each of the
-file store's removals its own directory syncs, for comparison). ``--threads`` sizes each worker's pool of
-threads that run ledger calls (default 40, anyio's); ``--extend module:callable`` is called as
-``callable(app, ledger)`` in each worker to add the hosting server's own routes (the simulation's fake
-inference route, ``impl/simulate``). The bearer token comes from ``$CAPTURE_LEDGER_TOKEN`` or from
-``--token-file`` (the file wins), never from the command line. The ledger is opened once before anything
-is bound, so a missing token, an unusable target or a directory that cannot be opened is exit 2 with one
-line on standard error. Then the socket is bound (``--port 0`` picks a free port), one JSON line
-``{"url", "pid", "workers", "directory"}`` is printed to standard output, and the workers start: each
-builds its app in uvicorn's factory mode and so opens its own ledger handle on the shared directory
-(``impl.http.serving``).
+``serve --dir DIR [--host 127.0.0.1] [--port 8000] [--workers N] [--ledger module:callable] [--group-commit]
+[--combine | --no-combine] [--threads N] [--extend module:callable] [--token-file F]`` serves the ledger kept
+in DIR (the file store unless ``--ledger`` names another factory; ``--group-commit`` makes the file store's
+concurrent removals share their directory syncs, ``--no-combine`` runs each removal on its own instead of
+combining concurrent ones into one batch, for comparison). ``--threads`` sizes each worker's pool of threads
+that run ledger calls (default 40, anyio's); ``--extend module:callable`` is called as ``callable(app,
+ledger)`` in each worker to add the hosting server's own routes (the simulation's fake inference route,
+``impl/simulate``). The bearer token comes from ``$CAPTURE_LEDGER_TOKEN`` or from ``--token-file`` (the file
+wins), never from the command line. The ledger is opened once before anything is bound, so a missing token, an
+unusable target or a directory that cannot be opened is exit 2 with one line on standard error. Then the
+socket is bound (``--port 0`` picks a free port), one JSON line ``{"url", "pid", "workers", "directory"}`` is
+printed to standard output, and the workers start: each builds its app in uvicorn's factory mode and so opens
+its own ledger handle on the shared directory (``impl.http.serving``).
 
 The HTTP stack (uvicorn, FastAPI) is imported only when the command runs, not to build the parser.
 Not guaranteed: TLS (bind to loopback, or put a proxy in front); a token kept secret from processes of
@@ -64,8 +64,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--group-commit",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the file store's concurrent removals share directory syncs (default: on)",
+        default=False,
+        help="the file store's concurrent removals share directory syncs (default: off; it did not pay)",
+    )
+    parser.add_argument(
+        "--combine",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the file store's concurrent removals run as one batch (default: auto, on where fences sync "
+        "with the directory: journaled file systems, tmpfs)",
     )
     parser.add_argument(
         "--threads",
@@ -130,7 +137,12 @@ def run_serve(args: argparse.Namespace) -> int:
         load_target(target)  # report a bad target here, naming it; each worker resolves it again
     if args.extend is not None:
         load_target(args.extend)
-    options = serving.ServeOptions(group_commit=args.group_commit, threads=args.threads, extend=args.extend)
+    options = serving.ServeOptions(
+        group_commit=args.group_commit,
+        combine_removals="auto" if args.combine is None else args.combine,
+        threads=args.threads,
+        extend=args.extend,
+    )
     _export_limits(args)
     directory = Path(args.dir).resolve()
     try:

@@ -25,14 +25,18 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from anyio.to_thread import current_default_thread_limiter
 from capture_ledger.impl.http._auth import TOKEN_ENV
 from capture_ledger.impl.http._limits import guarded_protocol, limits_from_environment
 from capture_ledger.impl.http.server import create_app
-from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.file_store import (
+    DEFAULT_COMBINE_REMOVALS,
+    DEFAULT_GROUP_COMMIT,
+    FileLineageStore,
+)
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.importer import import_from_string
 from uvicorn.supervisors import Multiprocess
@@ -61,21 +65,31 @@ class ServeOptions:
     """What each worker of ``capture-ledger serve`` needs beyond the directory, the token and the ledger.
 
     Attributes:
-        group_commit: the file store's ``group_commit`` (concurrent removals share directory syncs);
-            ignored for a ledger opened by ``--ledger``.
+        group_commit: the file store's ``group_commit`` (concurrent removals share directory syncs;
+            default off, docs/group-commit.md §The decision); ignored for a ledger opened by ``--ledger``.
+        combine_removals: the file store's ``combine_removals`` (``"auto"``, ``True`` or ``False``:
+            concurrent removals run as one batch); ignored for a ledger opened by ``--ledger``.
         threads: how many threads of a worker run ledger calls at once (anyio's default pool: 40); ``None``
             keeps the default.
         extend: ``module:callable`` called as ``callable(app, ledger)`` in each worker after the app is
             built, to add the hosting server's own routes; ``None`` for none.
     """
 
-    group_commit: bool = True
+    group_commit: bool = DEFAULT_GROUP_COMMIT
+    combine_removals: bool | Literal["auto"] = DEFAULT_COMBINE_REMOVALS
     threads: int | None = None
     extend: str | None = None
 
     def to_json(self) -> str:
         """The options as one JSON object."""
-        return json.dumps({"group_commit": self.group_commit, "threads": self.threads, "extend": self.extend})
+        return json.dumps(
+            {
+                "group_commit": self.group_commit,
+                "combine_removals": self.combine_removals,
+                "threads": self.threads,
+                "extend": self.extend,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str | None) -> ServeOptions:
@@ -149,7 +163,7 @@ def app_from_environment() -> ASGIApp:
     uvicorn calls this (factory mode) in every worker, so no ledger handle is shared between processes.
     The ledger is opened by ``$CAPTURE_LEDGER_SERVE_LEDGER`` (``module:callable``, resolved as uvicorn
     resolves its own targets) when it is set, else it is a ``FileLineageStore`` with the options'
-    ``group_commit``. The options' ``extend`` hook, if any, then adds its routes.
+    ``group_commit`` and ``combine_removals``. The options' ``extend`` hook, if any, then adds its routes.
 
     Raises:
         KeyError: the environment lacks the directory or the token (``export_environment`` sets both).
@@ -159,7 +173,9 @@ def app_from_environment() -> ASGIApp:
     target = os.environ.get(LEDGER_ENV)
     options = ServeOptions.from_json(os.environ.get(OPTIONS_ENV))
     if target is None:
-        ledger: Any = FileLineageStore(directory, group_commit=options.group_commit)
+        ledger: Any = FileLineageStore(
+            directory, group_commit=options.group_commit, combine_removals=options.combine_removals
+        )
     else:
         ledger = import_from_string(target)(directory)
     app = create_app(

@@ -17,6 +17,7 @@ from capture_ledger._lazy import lazy_attributes
 if TYPE_CHECKING:
     from capture_ledger.impl.store._cache import CachedLedger
     from capture_ledger.impl.store._canonical import parse_canonical, record_of_line, row_and_canonical
+    from capture_ledger.impl.store._combining import RemovalQueue, shared_combiners
     from capture_ledger.impl.store._consistency import Finding, check, read_snapshot
     from capture_ledger.impl.store._filesystems import choose, detect
     from capture_ledger.impl.store._lines import (
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from capture_ledger.impl.store._locks import rollout_slot, stripe_lock, stripe_of
     from capture_ledger.impl.store._ordering import Ordering
     from capture_ledger.impl.store._removals import (
+        CombiningSteps,
         FenceSync,
         LockedRollouts,
         RemovalOutcome,
@@ -50,6 +52,8 @@ if TYPE_CHECKING:
 #: Public names and the private module each is loaded from on first use.
 _LAZY = {
     "CachedLedger": "capture_ledger.impl.store._cache",
+    "RemovalQueue": "capture_ledger.impl.store._combining",
+    "shared_combiners": "capture_ledger.impl.store._combining",
     "parse_canonical": "capture_ledger.impl.store._canonical",
     "record_of_line": "capture_ledger.impl.store._canonical",
     "row_and_canonical": "capture_ledger.impl.store._canonical",
@@ -73,6 +77,7 @@ _LAZY = {
     "rollout_slot": "capture_ledger.impl.store._locks",
     "stripe_lock": "capture_ledger.impl.store._locks",
     "stripe_of": "capture_ledger.impl.store._locks",
+    "CombiningSteps": "capture_ledger.impl.store._removals",
     "FenceSync": "capture_ledger.impl.store._removals",
     "LockedRollouts": "capture_ledger.impl.store._removals",
     "Ordering": "capture_ledger.impl.store._ordering",
@@ -98,6 +103,7 @@ __all__ = [
     "INCARNATION_BYTES",
     "LEDGER_SUFFIX",
     "CachedLedger",
+    "CombiningSteps",
     "CorruptLedgerError",
     "FenceSync",
     "FileLineageStore",
@@ -109,6 +115,7 @@ __all__ = [
     "Ordering",
     "OsFileSystem",
     "RemovalOutcome",
+    "RemovalQueue",
     "StoreStatistics",
     "SyncRegister",
     "SyncWait",
@@ -133,6 +140,7 @@ __all__ = [
     "rollout_slot",
     "row_and_canonical",
     "seal",
+    "shared_combiners",
     "shared_syncs",
     "stripe_lock",
     "stripe_of",

@@ -11,7 +11,7 @@ protocol). Not guaranteed here: anything about the persistence model itself (SPE
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, get_args
 
@@ -22,10 +22,12 @@ from capture_ledger.impl.store.fs import FileSystem
 
 __all__ = [
     "FENCE_SYNCS",
+    "CombiningSteps",
     "FenceSync",
     "LockedRollouts",
     "RemovalOrdering",
     "RemovalOutcome",
+    "by_stripe",
     "outcome",
     "remove_ledger",
     "unlink_ledger",
@@ -47,6 +49,25 @@ class LockedRollouts(Protocol):
 
     def forget(self, rollout_id: str) -> None:
         """Drop the handle's cached rows of the ID."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CombiningSteps:
+    """The steps of combining removals (``_combining``), each on in production.
+
+    Attributes:
+        await_combined_batch: a waiter returns only once the batch that took its request completed; off
+            (BROKEN, study only), as soon as its request was taken, reporting every ID ``absent``.
+        results_after_syncs: the combiner hands out results after the batch's last sync; off (BROKEN), when
+            phase 1 ends, before its syncs.
+        same_retire_result: every retire request asking for an ID gets the batch's result for it; off
+            (BROKEN: not linearizable when a delete comes between the batch's phases), a later request
+            gets ``absent``.
+    """
+
+    await_combined_batch: bool = True
+    results_after_syncs: bool = True
+    same_retire_result: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +120,35 @@ class RemovalOrdering:
         R-STORE-9)."""
         syncs.directory.sync(fs)
 
+    def combining(self) -> CombiningSteps:
+        """How a combined batch serves its requests (``_combining``): each waiter returns once its batch
+        completed, with results handed out after the batch's syncs, and every retire request asking for an
+        ID gets the batch's result for it. Study variants switch single steps off (R-STORE-4, R-STORE-5,
+        R-STORE-9, R-CONC-1)."""
+        return CombiningSteps()
+
     # ------------------------------------------------------------------------------------- the removals
     def retire(
-        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+        self,
+        fs: FileSystem,
+        batch: Sequence[str],
+        rollouts: LockedRollouts,
+        syncs: Syncs,
+        *,
+        fenced: Callable[[Mapping[str, bool]], None] | None = None,
     ) -> RemovalOutcome:
         """Retire a validated, de-duplicated batch (R-RETIRE-1..4, R-STORE-4). An empty batch touches nothing.
+
+        Each phase takes each stripe's lock once for all the batch's IDs in it (``by_stripe``), and R-CONC-3's
+        re-check of every ID stays under it.
 
         Args:
             fs: the seam.
             batch: valid, distinct rollout IDs.
             rollouts: the store's per-ID callbacks.
             syncs: the store's sync registers (shared under group commit, R-STORE-9).
+            fenced: for study only (``_combining`` without ``results_after_syncs``): called with each ID's
+                "had rows" once phase 1 made the fences, before their sync. Production never passes it.
 
         Returns:
             Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
@@ -119,23 +158,26 @@ class RemovalOrdering:
         had_rows: dict[str, bool] = {}
         had_file: list[tuple[str, RolloutSlot]] = []
         written = 0
-        for rollout_id in batch:  # phase 1
-            slot = rollouts.slot(rollout_id)
-            with stripe_lock(fs, slot[0]):
-                rows, exists = rollouts.probe(rollout_id)
-                written += self.fence(fs, rollout_id)
-            had_rows[rollout_id] = rows
-            if exists:
-                had_file.append((rollout_id, slot))
+        for stripe, group in by_stripe(batch, rollouts):  # phase 1
+            with stripe_lock(fs, stripe):
+                for rollout_id, slot in group:
+                    rows, exists = rollouts.probe(rollout_id)
+                    written += self.fence(fs, rollout_id)
+                    had_rows[rollout_id] = rows
+                    if exists:
+                        had_file.append((rollout_id, slot))
+        if fenced is not None:
+            fenced(had_rows)
         self.sync_fences(fs, syncs, written)
         unlinked = 0
-        for rollout_id, slot in had_file:  # phase 2
-            with stripe_lock(fs, slot[0]):
-                # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
-                if self.fence_still_there(fs, rollout_id):
-                    unlinked += unlink_ledger(fs, rollouts, rollout_id, slot)
-                else:
-                    rollouts.forget(rollout_id)
+        for stripe, group in by_stripe([rid for rid, _ in had_file], rollouts):  # phase 2
+            with stripe_lock(fs, stripe):
+                for rollout_id, slot in group:
+                    # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
+                    if self.fence_still_there(fs, rollout_id):
+                        unlinked += unlink_ledger(fs, rollouts, rollout_id, slot)
+                    else:
+                        rollouts.forget(rollout_id)
         if unlinked:
             self.sync_unlinks(fs, syncs)
         return outcome(batch, had_rows, written, unlinked)
@@ -174,9 +216,18 @@ class RemovalOrdering:
         return True
 
     def delete(
-        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+        self,
+        fs: FileSystem,
+        batch: Sequence[str],
+        rollouts: LockedRollouts,
+        syncs: Syncs,
+        *,
+        fenced: Callable[[Mapping[str, bool]], None] | None = None,
     ) -> RemovalOutcome:
         """Delete a validated, de-duplicated batch (R-DELETE-1..3, R-STORE-5). An empty batch touches nothing.
+
+        Each stripe's lock is taken once for all the batch's IDs in it (``by_stripe``). ``fenced`` is as for
+        ``retire`` (study only): called once the unlinks are made, before their sync.
 
         Returns:
             Which IDs had rows (``removed``) and which did not (``absent``), and the effects counted.
@@ -185,11 +236,13 @@ class RemovalOrdering:
             return RemovalOutcome([], [])
         had_rows: dict[str, bool] = {}
         unlinked = 0
-        for rollout_id in batch:
-            slot = rollouts.slot(rollout_id)
-            with stripe_lock(fs, slot[0]):
-                had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
-                unlinked += removed + fs.unlink(fence_name(rollout_id))
+        for stripe, group in by_stripe(batch, rollouts):
+            with stripe_lock(fs, stripe):
+                for rollout_id, slot in group:
+                    had_rows[rollout_id], removed = remove_ledger(fs, rollouts, rollout_id, slot)
+                    unlinked += removed + fs.unlink(fence_name(rollout_id))
+        if fenced is not None:
+            fenced(had_rows)
         self.sync_delete(fs, syncs)
         return outcome(batch, had_rows, 0, unlinked)
 
@@ -216,6 +269,22 @@ def remove_ledger(
         rollouts.forget(rollout_id)
         return rows, 0
     return rows, int(unlink_ledger(fs, rollouts, rollout_id, slot))
+
+
+def by_stripe(
+    batch: Sequence[str], rollouts: LockedRollouts
+) -> list[tuple[int, list[tuple[str, RolloutSlot]]]]:
+    """The batch's IDs grouped by lock stripe, each group in batch order, the stripes in the order of
+    their first ID (so a batch whose IDs have distinct stripes keeps its order of effects).
+
+    A removal holds one stripe at a time and never two, so the order of the stripes cannot deadlock
+    against another thread or process (R-STORE-2).
+    """
+    groups: dict[int, list[tuple[str, RolloutSlot]]] = {}
+    for rollout_id in batch:
+        slot = rollouts.slot(rollout_id)
+        groups.setdefault(slot[0], []).append((rollout_id, slot))
+    return list(groups.items())
 
 
 def outcome(batch: Sequence[str], had_rows: dict[str, bool], written: int, unlinked: int) -> RemovalOutcome:

@@ -45,7 +45,9 @@ class StoreStatistics:
 
     ``syncs_issued`` and ``syncs_joined`` count the removals' syncs of every handle of this process on the
     directory when group commit is on (they share them), this handle's alone when it is off: syncs
-    issued, and calls that returned on a sync another call issued.
+    issued, and calls that returned on a sync another call issued. ``removal_batches`` and
+    ``removals_combined`` count, when ``combine_removals`` is on, the removal batches every handle of this
+    process on the directory ran and the calls that returned on another call's batch (0 when off).
     """
 
     cached_rollouts: int
@@ -57,6 +59,9 @@ class StoreStatistics:
     group_commit: bool = True
     syncs_issued: int = 0
     syncs_joined: int = 0
+    combine_removals: bool = False
+    removal_batches: int = 0
+    removals_combined: int = 0
 
 
 class Counters:
@@ -92,6 +97,7 @@ class Counters:
         syncs: tuple[int, int],
         fence_sync: FenceSync,
         group_commit: bool,
+        combining: tuple[int, int] | None = None,
     ) -> StoreStatistics:
         """The counters now, with what the handle reads elsewhere.
 
@@ -100,6 +106,7 @@ class Counters:
             syncs: the removals' ``(issued, joined)`` syncs.
             fence_sync: the handle's resolved fence sync.
             group_commit: whether the handle shares its removals' syncs.
+            combining: ``(batches run, calls combined)`` of the removal queues, ``None`` when not combining.
 
         Returns:
             The frozen record.
@@ -115,4 +122,7 @@ class Counters:
                 group_commit=group_commit,
                 syncs_issued=syncs[0],
                 syncs_joined=syncs[1],
+                combine_removals=combining is not None,
+                removal_batches=combining[0] if combining is not None else 0,
+                removals_combined=combining[1] if combining is not None else 0,
             )

@@ -19,10 +19,12 @@ crash no cache survives. Recorders may treat them as having no durable effect. A
 of its whole counter area when it is created (or, made by an older version, at the next open), so that
 bumping a counter needs no new block and retire and delete still work on a full file system (R-STORE-12).
 
-``await_sync`` is the one call that is not about files: a caller of group commit (``syncs``, R-STORE-9)
-blocks there until the shared sync it needs has finished or none is running. It is on the seam, as ``lock``
-is, so that the study tools see every wait: the scheduler makes it a scheduling point it understands (the
-thread is enabled only when the wait would return), the recorder and the tests see who waited.
+``await_sync`` is the one call that is not about files: a caller of group commit (``_syncs``, R-STORE-9)
+blocks there until the shared sync it needs has finished or none is running, and a caller of combined removals
+(``_combining``) until the batch that took its request completed or it is to combine the next. It is on the
+seam, as ``lock`` is, so that the study tools see every wait: the scheduler makes it a scheduling point it
+understands (the thread is enabled only when the wait would return), the recorder and the tests see who
+waited.
 
 Guaranteed: each method is one system call or a fixed, documented handful (``open_append`` is ``open``;
 ``create_file`` is ``open`` + ``close``; ``advance_generation`` is ``pread`` + ``pwrite``; ``await_sync``
@@ -70,10 +72,12 @@ def lock_file_name(stripe: int) -> str:
 
 
 class SyncWait(Protocol):
-    """What ``await_sync`` waits on: one shared sync register of group commit (``syncs.SyncRegister``)."""
+    """What ``await_sync`` waits on: a shared sync register of group commit (``_syncs.SyncRegister``), or
+    a removal queue of combined removals (``_combining.RemovalQueue``, whose ticket numbers a request)."""
 
     def ready(self, ticket: int) -> bool:
-        """Whether a wait for sync ``ticket`` would return now: it finished, or no sync is running."""
+        """Whether a wait for ``ticket`` would return now (a register: sync ``ticket`` finished, or none is
+        running; a queue: request ``ticket`` was served, or it combines next)."""
 
     def wait_for(self, ticket: int) -> None:
         """Block until ``ready(ticket)``."""
@@ -144,7 +148,8 @@ class FileSystem(Protocol):
         """Add one to removal counter ``slot`` of stripe ``stripe``; caller holds the lock. Not durable."""
 
     def await_sync(self, register: SyncWait, ticket: int) -> None:
-        """Block until ``register.ready(ticket)``: group commit's wait for a shared sync (R-STORE-9)."""
+        """Block until ``register.ready(ticket)``: group commit's wait for a shared sync (R-STORE-9), or a
+        combined removal's wait for its batch."""
 
 
 class OsFileSystem:

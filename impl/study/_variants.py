@@ -5,13 +5,13 @@ R-STORE-3..7, R-STORE-9, R-CONC-2..3, R-WRITE-6, R-ADMIT-2).
 is the ``Ordering`` that runs it, for ``FileLineageStore(..., ordering=...)``: the production
 ``store.ordering.Ordering`` itself when every step is on, else a ``VariantOrdering``, which overrides each
 step method of ``Ordering`` to skip that step when its switch is off and, with ``fence_before_unlink`` off,
-retires in the broken order (unlink every ledger first, fence afterwards); with ``await_shared_sync`` off,
-a removal that finds another caller's shared sync running counts on it and goes on at once, neither waiting
-for it to finish nor for a sync that began after it asked (``counting_on_a_running_sync``). The crash
-study, the
-interleaving scheduler, the conformance kit and the multi-process history test switch guards off to show
-that each catches the guard's absence (``tests/impl/study/test_guard_coverage.py`` checks that every field is
-ablated somewhere).
+retires in the broken order (unlink every ledger first, fence afterwards); the three combining steps
+off, a combined batch serves its waiters too early or with a later retire ``absent`` (``combining``); with
+``await_shared_sync`` off, a removal that finds another caller's shared sync running counts on it and goes
+on at once, neither waiting for it to finish nor for a sync that began after it asked
+(``counting_on_a_running_sync``). The crash study, the interleaving scheduler, the conformance kit and the
+multi-process history test switch guards off to show that each catches the guard's absence
+(``tests/impl/study/test_guard_coverage.py`` checks that every field is ablated somewhere).
 
 Not guaranteed: anything at all about a non-default variant's data. Never store data with one; the
 production path (``impl.store``, ``impl.http``) never imports this module.
@@ -20,11 +20,12 @@ production path (``impl.store``, ``impl.http``) never imports this module.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from capture_ledger.impl.store import (
     CachedLedger,
+    CombiningSteps,
     FenceSync,
     LockedRollouts,
     Ordering,
@@ -62,6 +63,13 @@ class StoreVariant:
         cache_coherence: cached rows are validated (removal counter, inode, size) under the lock (R-STORE-7).
         await_shared_sync: a removal that shares a sync waits for one that began after it asked to finish
             (R-STORE-9); off, it goes on at once when it finds another caller's sync running.
+        await_combined_batch: with ``combine_removals``, a removal combined into another caller's batch
+            returns only once that batch completed; off, as soon as its request was taken (every ID
+            ``absent``) (R-STORE-4, R-STORE-5, R-STORE-9).
+        results_after_syncs: with ``combine_removals``, the combiner hands out results after the batch's
+            syncs; off, when phase 1 ends (the values right, the waiters too early).
+        same_retire_result: with ``combine_removals``, every retire request asking for an ID gets the
+            batch's result; off, a later one gets ``absent`` (not linearizable, R-CONC-1).
     """
 
     recheck_fence: bool = True
@@ -76,6 +84,9 @@ class StoreVariant:
     admit_checks_fence: bool = True
     cache_coherence: bool = True
     await_shared_sync: bool = True
+    await_combined_batch: bool = True
+    results_after_syncs: bool = True
+    same_retire_result: bool = True
 
     def ordering(self, *, fence_sync: FenceSync = "directory") -> Ordering:
         """The ordering that runs this variant: the production ``Ordering`` when every step is on.
@@ -158,11 +169,25 @@ class VariantOrdering(Ordering):
     def cache_matches(self, cached: CachedLedger, stat: FileStat | None) -> bool:
         return not self.variant.cache_coherence or super().cache_matches(cached, stat)
 
+    def combining(self) -> CombiningSteps:
+        v = self.variant
+        return CombiningSteps(
+            await_combined_batch=v.await_combined_batch,
+            results_after_syncs=v.results_after_syncs,
+            same_retire_result=v.same_retire_result,
+        )
+
     def retire(
-        self, fs: FileSystem, batch: Sequence[str], rollouts: LockedRollouts, syncs: Syncs
+        self,
+        fs: FileSystem,
+        batch: Sequence[str],
+        rollouts: LockedRollouts,
+        syncs: Syncs,
+        *,
+        fenced: Callable[[Mapping[str, bool]], None] | None = None,
     ) -> RemovalOutcome:
         if self.variant.fence_before_unlink or not batch:
-            return super().retire(fs, batch, rollouts, syncs)
+            return super().retire(fs, batch, rollouts, syncs, fenced=fenced)
         # The broken order: remove the ledgers, sync, then fence them and sync.
         had_rows: dict[str, bool] = {}
         unlinked = 0

@@ -7,7 +7,8 @@ and ``OTHER_GUARDS`` its guards that are not about crashes, together every field
 ``variants.StoreVariant``; ``CONFIGS`` are the store configurations by label (the default protocol, its
 ``fence_sync`` options, group commit off, each step or guard switched off, and each step switched off on
 top of ``fence_sync=file``); ``SMALL`` the configurations of the CI study; ``EXPECTED`` what the small study
-must find. Group commit is on in every configuration but ``group_commit=off`` (R-STORE-9). ``report``
+must find. Group commit is on in every configuration but ``group_commit=off`` (R-STORE-9); removals are
+combined in ``combine=on`` and in the ablations of the combining steps (``CombiningConfig``). ``report``
 runs and renders the study; this module only defines it.
 
 Not guaranteed: that the workloads exercise every path of the store
@@ -16,11 +17,33 @@ Not guaranteed: that the workloads exercise every path of the store
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from capture_ledger.impl.store import FenceSync
+from capture_ledger.impl.store.file_store import FileLineageStore
+from capture_ledger.impl.store.fs import FileSystem
 from capture_ledger.impl.study._variants import StoreVariant
 from capture_ledger.impl.study.crash._recording import StoreConfig
 
-__all__ = ["CONFIGS", "EXPECTED", "OTHER_GUARDS", "SMALL", "STEPS"]
+__all__ = ["COMBINING", "CONFIGS", "EXPECTED", "OTHER_GUARDS", "SMALL", "STEPS", "CombiningConfig"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CombiningConfig(StoreConfig):
+    """A ``StoreConfig`` whose handles combine their concurrent removals (``combine_removals=True``)."""
+
+    combine_removals: bool = True
+
+    def open(self, directory: Path, fs: FileSystem) -> FileLineageStore:
+        """A handle of this configuration on ``directory`` over ``fs``, combining removals."""
+        return FileLineageStore(
+            directory,
+            fs=fs,
+            ordering=self.ordering(),
+            group_commit=self.group_commit,
+            combine_removals=self.combine_removals,
+        )
 
 
 #: The protocol's sync and ordering steps, each switched off alone.
@@ -34,16 +57,19 @@ STEPS = (
     "sync_delete",
     "fence_before_unlink",
     "await_shared_sync",
+    "await_combined_batch",
+    "results_after_syncs",
 )
 #: Guards that are not about crashes; studied in the full run only.
-OTHER_GUARDS = ("fence_lookup_on_write", "admit_checks_fence", "cache_coherence")
+OTHER_GUARDS = ("fence_lookup_on_write", "admit_checks_fence", "cache_coherence", "same_retire_result")
+#: The steps that act only when removals are combined: ablated on a ``CombiningConfig``.
+COMBINING = frozenset({"await_combined_batch", "results_after_syncs", "same_retire_result"})
 
 
 def _without(step: str, *, fence_sync: FenceSync = "directory") -> StoreConfig:
     prefix = "" if fence_sync == "directory" else f"fence_sync={fence_sync}, "
-    return StoreConfig(
-        label=f"{prefix}no {step}", variant=StoreVariant(**{step: False}), fence_sync=fence_sync
-    )
+    kind = CombiningConfig if step in COMBINING else StoreConfig
+    return kind(label=f"{prefix}no {step}", variant=StoreVariant(**{step: False}), fence_sync=fence_sync)
 
 
 #: Every configuration of the study, by label.
@@ -54,6 +80,7 @@ CONFIGS: dict[str, StoreConfig] = {
         StoreConfig(label="fence_sync=file", fence_sync="file"),
         StoreConfig(label="fence_sync=syncfs", fence_sync="syncfs"),
         StoreConfig(label="group_commit=off", group_commit=False),
+        CombiningConfig(label="combine=on"),
         *(_without(step) for step in (*STEPS, *OTHER_GUARDS)),
         # The full study also ablates each step from the configuration that is safe without a journal.
         *(_without(step, fence_sync="file") for step in STEPS),
@@ -64,6 +91,7 @@ SMALL = (
     "fence_sync=file",
     "fence_sync=syncfs",
     "group_commit=off",
+    "combine=on",
     *(f"no {s}" for s in STEPS),
 )
 
@@ -90,6 +118,12 @@ EXPECTED: dict[str, dict[str, frozenset[str]]] = {
         "ext4-nojournal": frozenset(),
     },
     "group_commit=off": {
+        "journaled": frozenset(),
+        "weakest-posix": frozenset(),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+    # Combining keeps every clause: the same as the default (R-STORE-4, R-STORE-5, R-STORE-9).
+    "combine=on": {
         "journaled": frozenset(),
         "weakest-posix": frozenset(),
         "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
@@ -140,5 +174,17 @@ EXPECTED: dict[str, dict[str, frozenset[str]]] = {
         "journaled": frozenset({"R-CRASH-2", "R-CRASH-3"}),
         "weakest-posix": frozenset({"R-CRASH-2", "R-CRASH-3"}),
         "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-3", "R-CRASH-4"}),
+    },
+    # A combined waiter that returns once its request was taken, or on results handed out when phase 1
+    # ends, returns before its batch's fences are durable: a crash brings its ID back Live.
+    "no await_combined_batch": {
+        "journaled": frozenset({"R-CRASH-2"}),
+        "weakest-posix": frozenset({"R-CRASH-2"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
+    },
+    "no results_after_syncs": {
+        "journaled": frozenset({"R-CRASH-2"}),
+        "weakest-posix": frozenset({"R-CRASH-2"}),
+        "ext4-nojournal": frozenset({"R-CRASH-2", "R-CRASH-4"}),
     },
 }

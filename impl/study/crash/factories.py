@@ -96,7 +96,13 @@ class ScheduledStore(FileLineageStore):
 
     def __init__(self, workspace: Path, run: _GatherRun, tid: int) -> None:
         config = run.config
-        super().__init__(workspace, fs=run.seam, ordering=config.ordering(), group_commit=config.group_commit)
+        super().__init__(
+            workspace,
+            fs=run.seam,
+            ordering=config.ordering(),
+            group_commit=config.group_commit,
+            combine_removals=getattr(config, "combine_removals", False),
+        )
         self._run = run
         self._tid = tid
 
@@ -157,7 +163,11 @@ def open_store(workspace: Path, *, config: str = "default", threads: int = 0) ->
     if threads:
         return _scheduled(workspace, chosen, threads)
     return FileLineageStore(
-        workspace, stripes=chosen.stripes, ordering=chosen.ordering(), group_commit=chosen.group_commit
+        workspace,
+        stripes=chosen.stripes,
+        ordering=chosen.ordering(),
+        group_commit=chosen.group_commit,
+        combine_removals=getattr(chosen, "combine_removals", False),
     )
 
 

@@ -90,8 +90,9 @@ UNSCHEDULED_THREAD = "interleave-unscheduled"
 #: What a run judges: linearizability, and the invariants read off the trace and the directory.
 _CHECKED = ("R-CONC-1", "R-CONC-2", "R-CONC-3", "R-STORE-9")
 
-#: Opens one handle of the store under test on ``directory`` with the given (wrapped) seam.
-OpenHandle = Callable[[Path, FileSystem], Any]
+#: Opens one handle of the store under test on ``directory`` with the given (wrapped) seam; called with
+#: ``combine=True`` besides for a scenario that combines removals (``Scenario.combine``).
+OpenHandle = Callable[..., Any]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -104,12 +105,15 @@ class Scenario:
         setup: ``(handle, operation)`` pairs run one after another before scheduling (they are part of
             the history), e.g. to create a ledger or to warm a handle's cache.
         threads: each thread's operations, in order.
+        combine: the handles combine their concurrent removals (``combine_removals``): ``open_handle`` is
+            then called with ``combine=True``.
     """
 
     name: str
     rollout_ids: tuple[str, ...]
     setup: tuple[tuple[int, Operation], ...]
     threads: tuple[tuple[Operation, ...], ...]
+    combine: bool = False
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -257,10 +261,14 @@ def run_schedule(
     stopped: str | None = None
     try:
         try:
+            options = {"combine": True} if scenario.combine else {}
             handles = _unscheduled(
                 caller,
                 "opening the handles",
-                lambda: [open_handle(directory, SchedulingFileSystem(fs, controller)) for fs in inner[:-1]],
+                lambda: [
+                    open_handle(directory, SchedulingFileSystem(fs, controller), **options)
+                    for fs in inner[:-1]
+                ],
             )
             for handle, op in scenario.setup:
                 _unscheduled(

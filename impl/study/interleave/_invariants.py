@@ -71,7 +71,8 @@ def conc3_failure(trace: Sequence[TraceStep]) -> str | None:
     "Started" is read as "ran its phase 1 for the ID" (``create_file`` of the fence): a retire invoked
     earlier whose phase 1 comes after the delete and the write may linearize after the write and remove it.
     Read off the trace: R fenced, then D invoked and returned, then a write W invoked that wrote the
-    ledger; R's own ``unlink`` of that ledger afterwards, with no other unlink of it in between.
+    ledger (a ``write`` to it, or the ``rename`` of a new ledger's temporary onto its name); R's own
+    ``unlink`` of that ledger afterwards, with no other unlink of it in between.
     """
     spans: dict[int, tuple[int, Operation]] = {}  # thread -> (invocation position, operation) now
     ops: list[tuple[int, int, int, Operation]] = []  # (thread, invoked, returned, operation)
@@ -83,11 +84,18 @@ def conc3_failure(trace: Sequence[TraceStep]) -> str | None:
             ops.append((step.thread, start, position, op))
 
     def steps(name: str, file: str) -> list[tuple[int, int]]:
-        return [
+        found = [
             (p, s.thread)
             for p, s in enumerate(trace)
             if s.call.name == name and s.call.args and s.call.args[0] == file and s.result is not False
         ]
+        if name == "write":  # a ledger created under a temporary name is written by its rename into place
+            found += [
+                (p, s.thread)
+                for p, s in enumerate(trace)
+                if s.call.name == "rename" and len(s.call.args) > 1 and s.call.args[1] == file
+            ]
+        return sorted(found)
 
     for r_thread, r_start, r_end, retire in ops:
         if not isinstance(retire, Retire):

@@ -14,6 +14,10 @@ neither ``has_rows`` nor failure rows) and ``stale-cache-after-delete`` (a handl
 ledger appends after another handle deleted and re-created it with a row of the same length, R-STORE-7:
 the step model's caches have no inodes or sizes, so the real file system's inode reuse is not in it).
 
+A configuration with combined removals (``Config.combine``) becomes a scenario whose handles combine
+(``Scenario.combine``: ``combine_removals=True``); every scenario's handles share their syncs
+(``group_commit=True``).
+
 ``store_opener`` opens ``FileLineageStore`` handles, optionally with a guard-removed ``StoreVariant``;
 ``GUARDS`` are the variant switches whose absence some schedule of these scenarios must reveal: the step
 model's guards that the store has a switch for (R-STORE-4, R-STORE-7, R-WRITE-6, R-ADMIT-2).
@@ -71,8 +75,11 @@ def store_opener(variant: StoreVariant | None = None) -> OpenHandle:
 
     chosen = variant if variant is not None else StoreVariant()
 
-    def open_handle(directory: Path, fs: FileSystem) -> Any:
-        return FileLineageStore(directory, fs=fs, ordering=chosen.ordering())
+    def open_handle(directory: Path, fs: FileSystem, *, combine: bool = False) -> Any:
+        # Group commit on in every scenario (their handles share syncs, R-STORE-9), whatever the default.
+        return FileLineageStore(
+            directory, fs=fs, ordering=chosen.ordering(), group_commit=True, combine_removals=combine
+        )
 
     return open_handle
 
@@ -123,6 +130,7 @@ def scenario_of(config: Config) -> Scenario:
             for c in client.calls
         ),
         threads=tuple(tuple(_operation(c, ids) for c in client.calls) for client in concurrent),
+        combine=config.combine,
     )
 
 

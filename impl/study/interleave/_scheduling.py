@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capture_ledger.impl.store import SyncRegister
+from capture_ledger.impl.store import RemovalQueue, SyncRegister
 from capture_ledger.impl.store.fs import FileSystem
 from capture_ledger.impl.study._hooked import FsCall, HookedFileSystem
 from capture_ledger.spec.core.model import Operation
@@ -361,7 +361,12 @@ def _sync_ready(call: SeamCall) -> bool:
     """Whether an ``await_sync(register, ticket)`` would return now (every scheduled thread is parked, so
     no one changes the register while it is read)."""
     register, ticket = call.args
-    return isinstance(register, SyncRegister) and isinstance(ticket, int) and register.ready(ticket)
+    # A shared sync register (group commit) or a removal queue (combining): both are ``fs.SyncWait``.
+    return (
+        isinstance(register, SyncRegister | RemovalQueue)
+        and isinstance(ticket, int)
+        and register.ready(ticket)
+    )
 
 
 class SchedulingFileSystem(HookedFileSystem):

@@ -372,7 +372,8 @@ def test_a_scrape_sweeps_rows_another_worker_removed_and_shows_the_resolved_stor
     assert served.statistics().cached_rows == 2
     text = call(app, "GET", f"{PREFIX}/metrics").text
     assert "capture_ledger_store_cached_rows 1.0" in text  # swept before it was read: only b's row
-    assert 'capture_ledger_store_info{fence_sync="syncfs",group_commit="false"} 1.0' in text
+    info = 'capture_ledger_store_info{combine_removals="false",fence_sync="syncfs",group_commit="false"} 1.0'
+    assert info in text
     served.close()
     other.close()
 

@@ -84,8 +84,12 @@ def test_retires_on_one_handle_share_the_sync_that_began_after_they_asked(tmp_pa
     _live(tmp_path, ids)
     gate = Gate(followers=4)
     inner = OsFileSystem(tmp_path)
-    shared = FileLineageStore(tmp_path, fs=HookedFileSystem(inner, before=gate.note), fence_sync="directory")
-    leader = FileLineageStore(tmp_path, fs=HookedFileSystem(inner, before=gate.hold), fence_sync="directory")
+    shared = FileLineageStore(
+        tmp_path, fs=HookedFileSystem(inner, before=gate.note), fence_sync="directory", group_commit=True
+    )
+    leader = FileLineageStore(
+        tmp_path, fs=HookedFileSystem(inner, before=gate.hold), fence_sync="directory", group_commit=True
+    )
     results: dict[str, object] = {}
 
     def retire(rollout_id: str) -> Callable[[], None]:
@@ -116,10 +120,12 @@ def test_retires_on_one_handle_share_the_sync_that_began_after_they_asked(tmp_pa
 
 
 def test_handles_on_one_directory_share_one_register(tmp_path: Path) -> None:
-    first = FileLineageStore(tmp_path)
-    second = FileLineageStore(tmp_path / ".." / tmp_path.name)  # another path to the same directory
+    first = FileLineageStore(tmp_path, group_commit=True)
+    second = FileLineageStore(
+        tmp_path / ".." / tmp_path.name, group_commit=True
+    )  # another path to the same directory
     (tmp_path / "other").mkdir()
-    elsewhere = FileLineageStore(tmp_path / "other")
+    elsewhere = FileLineageStore(tmp_path / "other", group_commit=True)
     assert shared_syncs(tmp_path) is shared_syncs(tmp_path / ".." / tmp_path.name)
     assert shared_syncs(tmp_path) is not shared_syncs(tmp_path / "other")
     assert first._syncs is second._syncs is shared_syncs(tmp_path)
@@ -133,7 +139,7 @@ def test_handles_on_one_directory_share_one_register(tmp_path: Path) -> None:
 def test_without_group_commit_every_call_issues_its_own_syncs(tmp_path: Path) -> None:
     ids = [f"r{i}" for i in range(8)]
     _live(tmp_path, ids)
-    store = FileLineageStore(tmp_path, group_commit=False, fence_sync="directory")
+    store = FileLineageStore(tmp_path, group_commit=False, combine_removals=False, fence_sync="directory")
     threads = [threading.Thread(target=store.retire, args=([i],)) for i in ids]
     for thread in threads:
         thread.start()
@@ -210,7 +216,7 @@ def test_a_retire_whose_sync_failed_is_retried_to_completion(tmp_path: Path) -> 
     inner = OsFileSystem(tmp_path)
     failing = Syncing(inner, fail=True)
     failing.release.set()
-    store = FileLineageStore(tmp_path, fs=failing, fence_sync="directory")
+    store = FileLineageStore(tmp_path, fs=failing, fence_sync="directory", group_commit=True)
     with pytest.raises(OSError):
         store.retire(["r"])
     failing.fail = False
@@ -235,7 +241,7 @@ def test_a_sync_asked_for_inside_the_same_threads_running_sync_issues_its_own(tm
 
 def test_a_forked_child_starts_with_idle_registers(tmp_path: Path) -> None:
     """A child forked while a sync runs in the parent has no thread to finish it: its registers reset."""
-    store = FileLineageStore(tmp_path, fence_sync="directory")
+    store = FileLineageStore(tmp_path, fence_sync="directory", group_commit=True)
     store.record("r", ROW)
     entered = threading.Event()
     release = threading.Event()
@@ -245,7 +251,9 @@ def test_a_forked_child_starts_with_idle_registers(tmp_path: Path) -> None:
             entered.set()
             release.wait()
 
-    leader = FileLineageStore(tmp_path, fs=HookedFileSystem(OsFileSystem(tmp_path), before=hold))
+    leader = FileLineageStore(
+        tmp_path, fs=HookedFileSystem(OsFileSystem(tmp_path), before=hold), group_commit=True
+    )
     thread = threading.Thread(target=leader.retire, args=(["other"],))
     thread.start()
     entered.wait()
@@ -276,8 +284,12 @@ def test_the_broken_variant_returns_while_another_sync_runs(tmp_path: Path) -> N
             release.wait()
 
     inner = OsFileSystem(tmp_path)
-    leader = FileLineageStore(tmp_path, fs=HookedFileSystem(inner, before=hold), fence_sync="directory")
-    hurried = FileLineageStore(tmp_path, ordering=StoreVariant(await_shared_sync=False).ordering())
+    leader = FileLineageStore(
+        tmp_path, fs=HookedFileSystem(inner, before=hold), fence_sync="directory", group_commit=True
+    )
+    hurried = FileLineageStore(
+        tmp_path, ordering=StoreVariant(await_shared_sync=False).ordering(), group_commit=True
+    )
     thread = threading.Thread(target=leader.retire, args=(["r0"],))
     thread.start()
     entered.wait()

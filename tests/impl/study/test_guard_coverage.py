@@ -66,9 +66,12 @@ def _calls(directory: Path, variant: StoreVariant) -> list[tuple[str, str]]:
             asked.set()
 
     inner = OsFileSystem(directory, stripes=4)
-    other = FileLineageStore(directory, fs=inner)
+    other = FileLineageStore(directory, fs=inner, group_commit=True)
     store = FileLineageStore(
-        directory, fs=HookedFileSystem(inner, before=note_wait, after=log), ordering=variant.ordering()
+        directory,
+        fs=HookedFileSystem(inner, before=note_wait, after=log),
+        ordering=variant.ordering(),
+        group_commit=True,
     )
     store.record("r", {"model_call_id": "a"})
     other.delete(["r"])
@@ -93,16 +96,95 @@ def _calls(directory: Path, variant: StoreVariant) -> list[tuple[str, str]]:
             racer.start()
             asked.wait()
 
-    leader = FileLineageStore(directory, fs=HookedFileSystem(inner, before=during_the_sync))
+    hooked = HookedFileSystem(inner, before=during_the_sync)
+    leader = FileLineageStore(directory, fs=hooked, group_commit=True)
     leader.retire(["u"])
     racer.join()
     inner.close_all()
     return calls
 
 
-@pytest.mark.parametrize("step", STEP_NAMES)
+#: The switches of combined removals: they change what a combined batch serves, and when (below).
+COMBINING = ("await_combined_batch", "results_after_syncs", "same_retire_result")
+
+
+@pytest.mark.parametrize("step", [s for s in STEP_NAMES if s not in COMBINING])
 def test_each_switch_changes_what_the_store_does(tmp_path: Path, step: str) -> None:
     """No field is a dead switch: with it off, the same workload makes other seam calls, or fewer."""
     production = _calls(tmp_path / "production", StoreVariant())
     ablated = _calls(tmp_path / "ablated", StoreVariant(**{step: False}))
+    assert ablated != production
+
+
+def _served(directory: Path, variant: StoreVariant) -> tuple[list[str], bool]:
+    """A leader's retire holds its first sync until two waiters (threads of another handle) wait; the
+    waiters' requests (``[r1, x]`` and ``[x, r2]``) are then combined into one batch, whose first sync is
+    held until the waiter that did not combine has returned (bounded: the production one cannot). Returns
+    the waiters' results, and whether a waiter returned before that batch's first sync."""
+    for rollout_id in ("r0", "r1", "r2", "x"):
+        with FileLineageStore(directory, fence_sync="directory") as writer:
+            writer.record(rollout_id, {"model_call_id": "a"})
+    inner = OsFileSystem(directory, stripes=4)
+    ordering = variant.ordering()
+    events: list[str] = []
+    changed = threading.Condition()
+    waiting = [0]
+    held = threading.Event()
+    names = ("w1", "w2")
+
+    def hook(call: FsCall) -> None:
+        me = threading.current_thread().name
+        if call.method == "await_sync":
+            with changed:
+                waiting[0] += 1
+                changed.notify_all()
+        if call.method != "sync_dir":
+            return
+        if me == "leader" and not held.is_set():
+            held.set()
+            with changed:
+                changed.wait_for(lambda: waiting[0] >= 2, timeout=30)
+        elif me in names and "batch 2 sync" not in events:
+            with changed:
+                changed.wait_for(lambda: any(f"returned {n}" in events for n in names), timeout=2)
+                events.append("batch 2 sync")
+
+    def store() -> FileLineageStore:
+        return FileLineageStore(
+            directory, fs=HookedFileSystem(inner, before=hook), ordering=ordering, combine_removals=True
+        )
+
+    leader, other = store(), store()
+    results: dict[str, object] = {}
+
+    def run(name: str, handle: FileLineageStore, ids: list[str]) -> threading.Thread:
+        def body() -> None:
+            results[name] = handle.retire(ids)
+            with changed:
+                events.append(f"returned {name}")
+                changed.notify_all()
+
+        return threading.Thread(target=body, name=name)
+
+    first = run("leader", leader, ["r0"])
+    first.start()
+    assert held.wait(30)
+    waiters = [run("w1", other, ["r1", "x"]), run("w2", other, ["x", "r2"])]
+    for thread in waiters:
+        thread.start()
+    for thread in [first, *waiters]:
+        thread.join()
+    inner.close_all()
+    early = events.index("batch 2 sync") > min(events.index(f"returned {n}") for n in names)
+    return sorted(repr(results[n]) for n in names), early
+
+
+@pytest.mark.parametrize("step", COMBINING)
+def test_each_combining_switch_changes_what_a_batch_serves_or_when(tmp_path: Path, step: str) -> None:
+    production = _served(tmp_path / "production", StoreVariant())
+    assert production[1] is False  # no waiter returned before its batch synced
+    assert production[0] == sorted(
+        [repr({"removed": ["r1", "x"], "absent": []}), repr({"removed": ["x", "r2"], "absent": []})]
+    )
+    ablated = _served(tmp_path / "ablated", StoreVariant(**{step: False}))
     assert ablated != production
