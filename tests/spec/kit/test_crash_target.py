@@ -267,7 +267,7 @@ def test_a_weaker_model_alone_says_only_journaled_decides_a_default_run() -> Non
 @needs_strace
 def test_a_traced_run_that_times_out_takes_its_children_with_it(tmp_path: Path) -> None:
     """A hung tracee is killed with strace (its own process group), not left holding its workspace."""
-    from capture_ledger.spec.kit.crash.strace._tracing import run_traced
+    from capture_ledger.spec.kit.crash.strace import run_traced
 
     pid_file = tmp_path / "child.pid"
     program = (

@@ -13,17 +13,19 @@ from capture_ledger.spec.kit.crash.strace._recorder import (
 )
 from capture_ledger.spec.kit.crash.strace._simulation import Marker
 from capture_ledger.spec.kit.crash.strace._syscalls import read_syscalls, str_arg
-from capture_ledger.spec.kit.crash.strace._tracing import tracing_problem
+from capture_ledger.spec.kit.crash.strace._tracing import TraceRun, run_traced, tracing_problem
 
 __all__ = [
     "PARK_DELAY",
     "Marker",
     "Target",
     "TraceError",
+    "TraceRun",
     "parse_trace",
     "read_syscalls",
     "record_positions",
     "record_target",
+    "run_traced",
     "str_arg",
     "supported",
     "tracing_problem",
