@@ -107,6 +107,13 @@ def register(subparsers: Any) -> None:
         help="rollouts of each arm of the duplicate experiment, under delete and under retire; 0 skips it "
         "(default 500; --source 4000)",
     )
+    add(
+        "--combining-rollouts",
+        type=int,
+        default=None,
+        help="rollouts of each arm of the combining experiment (one retire request per rollout, the "
+        "store's combined removals on and off); 0 skips it (default 500; --source 4000; --ci 0)",
+    )
     add("--no-baseline", action="store_true", help="skip the arm without removal")
     add("--seed", type=int, default=None, help="seed of every random choice (default 0)")
     add(
@@ -150,6 +157,7 @@ _KNOBS = (
     "wrong_server",
     "removal",
     "duplicate_rollouts",
+    "combining_rollouts",
     "seed",
     "timeout",
 )

@@ -18,11 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from capture_ledger.impl.http.serving import ServeOptions
 from capture_ledger.impl.simulate._servers import ServerProcess
 from capture_ledger.impl.store import FENCE_SUFFIX, LEDGER_SUFFIX
+from capture_ledger.impl.store.file_store import DEFAULT_GROUP_COMMIT
 
 __all__ = ["EXTEND", "Cluster", "DirectoryState", "Server", "measure"]
 
@@ -87,7 +88,8 @@ class Cluster:
         count: int,
         workers: int,
         token: str,
-        group_commit: bool = True,
+        group_commit: bool = DEFAULT_GROUP_COMMIT,
+        combine_removals: bool | Literal["auto"] = "auto",
         ledger: str | None = None,
     ) -> None:
         """Describe the servers; entering the context starts them.
@@ -98,10 +100,11 @@ class Cluster:
             workers: worker processes per server.
             token: the bearer token of every server.
             group_commit: the file store's ``group_commit`` in every worker.
+            combine_removals: the file store's ``combine_removals`` in every worker.
             ledger: ``module:callable`` opening another ledger in each worker (``serve --ledger``); by
                 default the file store.
         """
-        options = ServeOptions(group_commit=group_commit, extend=EXTEND)
+        options = ServeOptions(group_commit=group_commit, combine_removals=combine_removals, extend=EXTEND)
         self._processes = [
             ServerProcess(root / f"server-{k}", token=token, workers=workers, options=options, ledger=ledger)
             for k in range(count)

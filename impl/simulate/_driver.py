@@ -402,12 +402,9 @@ class ArmDriver:
             self._sessions.append(session)
         operation = self.arm.removal or "delete"
         flush = self.scenario.flush_seconds
-        self._queues = [
-            RemovalQueue(s, operation, batch=self.scenario.batch, flush_seconds=flush) for s in self._sessions
-        ]
-        self._wrong = [
-            RemovalQueue(s, operation, batch=self.scenario.batch, flush_seconds=flush) for s in self._sessions
-        ]
+        batch = self.arm.batch or self.scenario.batch
+        self._queues = [RemovalQueue(s, operation, batch=batch, flush_seconds=flush) for s in self._sessions]
+        self._wrong = [RemovalQueue(s, operation, batch=batch, flush_seconds=flush) for s in self._sessions]
         runners = [asyncio.ensure_future(q.run()) for q in self._queues + self._wrong]
         sampler = asyncio.ensure_future(self._sample())
         attempts: list[asyncio.Task[None]] = []

@@ -30,6 +30,27 @@ def _us(value: float) -> str:
     return "—" if math.isnan(value) else f"{value:,.0f} µs"
 
 
+def _combining(result: SimulationResult) -> list[tuple[str, str, str]]:
+    """The third phase: one retire request per rollout, the store's combined removals on and off."""
+    on, off = result.arms.get("one-per-request-combined"), result.arms.get("one-per-request-alone")
+    if on is None or off is None:
+        return []
+    per_on, per_off = on.removal_us("retire"), off.removal_us("retire")
+    ratio = "—" if math.isnan(per_on) or math.isnan(per_off) or per_on == 0 else f"{per_off / per_on:.2f}×"
+    return [
+        (
+            "retire, one request per rollout, per rollout (server side), combining on / off",
+            "— (the source's first step; not measured there)",
+            f"{_us(per_on)} / {_us(per_off)} (off / on: {ratio}; {on.rollouts:,} rollouts each)",
+        ),
+        (
+            "`ledger.record` p50, one request per rollout, combining on / off",
+            "—",
+            f"{_ms(on.record.p50)} / {_ms(off.record.p50)}",
+        ),
+    ]
+
+
 def _comparison(result: SimulationResult) -> list[str]:
     s = result.scenario
     main, baseline = result.main, result.arms.get("baseline")
@@ -79,6 +100,7 @@ def _comparison(result: SimulationResult) -> list[str]:
         ("retire, per rollout (server side)", "about 65 µs", _us(retire_us(result))),
         ("delete of finished rollouts, per rollout (server side)", "about 41 µs", _us(delete_us(result))),
     ]
+    rows += _combining(result)
     if under_delete is not None and under_retire is not None:
         source = f"{SOURCE_RECREATED['duplicates']:,} duplicates of {SOURCE['duplicate_rollouts']:,} rollouts"
         rows += [

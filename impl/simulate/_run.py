@@ -169,6 +169,7 @@ def simulate(
                                 workers=scenario.workers,
                                 token=token,
                                 ledger=ledger,
+                                combine_removals="auto" if arm.combine is None else arm.combine,
                             )
                         )
                         for arm in arms

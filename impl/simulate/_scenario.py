@@ -12,10 +12,14 @@ each comparison is made under the same load (the machine may be shared):
 1. ``removal`` (the scenario's ``removal``, retire by default) next to ``baseline`` (no removal): record
    latency with removal on and off, what is left with and without removal;
 2. ``duplicates-delete`` next to ``duplicates-retire``: ledgers that duplicates re-create when finished
-   rollouts are deleted, and when they are retired.
+   rollouts are deleted, and when they are retired;
+3. ``one-per-request-combined`` next to ``one-per-request-alone``: the source's first step, one retire
+   request per finished rollout (batch 1), with the file store's combined removals on and off
+   (``combine_removals``, docs/group-commit.md): what combining saves per rollout at that scale.
 
 Every arm uses the same knobs (calls, in flight, batch, duplicates, abandoned attempts, failed calls,
-wrong-server requests); arms differ in their number of rollouts and their removal. Not guaranteed: that
+wrong-server requests); arms differ in their number of rollouts and their removal (and the third phase's
+in its batch and its combining). Not guaranteed: that
 the source's workload had the same mix of failures and abandoned attempts (it does not say).
 """
 
@@ -50,6 +54,8 @@ class Scenario:
         removal: how the first phase's removal arm removes.
         baseline: run the first phase's arm without removal.
         duplicate_rollouts: rollouts of each arm of the second phase; 0 skips it.
+        combining_rollouts: rollouts of each arm of the third phase (one retire request per rollout,
+            combining on and off); 0 skips it.
         flush_seconds: a removal batch not full after this long is sent anyway (a training step ends).
         seed: the seed of every random choice.
         timeout: seconds the whole run may take before it is stopped.
@@ -68,6 +74,7 @@ class Scenario:
     removal: Removal = "retire"
     baseline: bool = True
     duplicate_rollouts: int = 4_000
+    combining_rollouts: int = 4_000
     flush_seconds: float = 2.0
     seed: int = 0
     timeout: float = 1800.0
@@ -83,7 +90,7 @@ class Scenario:
         for name, value in counts.items():
             if value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
-        if self.rollouts < 0 or self.duplicate_rollouts < 0:
+        if self.rollouts < 0 or self.duplicate_rollouts < 0 or self.combining_rollouts < 0:
             raise ValueError("rollouts must not be negative")
         for name in ("duplicates", "abandon", "failures", "wrong_server"):
             value = getattr(self, name)
@@ -104,7 +111,9 @@ class Scenario:
         20,000 and 4,000), 256 in flight (the source's 1,024 would keep most of them in flight at once);
         batches, calls and every fraction as the source's.
         """
-        return cls(rollouts=2_500, in_flight=256, duplicate_rollouts=500, timeout=600.0)
+        return cls(
+            rollouts=2_500, in_flight=256, duplicate_rollouts=500, combining_rollouts=500, timeout=600.0
+        )
 
     @classmethod
     def ci(cls) -> Scenario:
@@ -115,6 +124,7 @@ class Scenario:
             in_flight=48,
             batch=16,
             duplicate_rollouts=120,
+            combining_rollouts=0,
             abandon=0.05,
             failures=0.05,
             wrong_server=0.05,
@@ -141,13 +151,36 @@ class Scenario:
                     Arm(name="duplicates-retire", rollouts=self.duplicate_rollouts, removal="retire"),
                 ]
             )
+        if self.combining_rollouts:
+            phases.append(
+                [
+                    Arm(
+                        name="one-per-request-combined",
+                        rollouts=self.combining_rollouts,
+                        removal="retire",
+                        batch=1,
+                        combine=True,
+                    ),
+                    Arm(
+                        name="one-per-request-alone",
+                        rollouts=self.combining_rollouts,
+                        removal="retire",
+                        batch=1,
+                        combine=False,
+                    ),
+                ]
+            )
         return phases
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Arm:
-    """One arm: its name, its rollouts, and how it removes them (``None``: never, the baseline)."""
+    """One arm: its name, its rollouts, and how it removes them (``None``: never, the baseline); ``batch``
+    overrides the scenario's IDs per request, ``combine`` the servers' ``combine_removals`` (``None``: the
+    scenario's batch, the store's default)."""
 
     name: str
     rollouts: int
     removal: Removal | None
+    batch: int | None = None
+    combine: bool | None = None

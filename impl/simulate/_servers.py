@@ -112,7 +112,8 @@ class ServerProcess(_Served):
             workers: uvicorn worker processes, each with its own store handle on ``directory``.
             host: the address to bind.
             ledger: ``module:callable`` opening the served ledger (default: the file store).
-            options: ``--no-group-commit``, ``--threads``, ``--extend`` as ``ServeOptions``.
+            options: ``--[no-]group-commit``, ``--[no-]combine``, ``--threads``, ``--extend`` as
+                ``ServeOptions`` (both switches are passed explicitly unless ``combine_removals="auto"``).
             startup_timeout: seconds to wait for the first answer.
             limits: the server's limits (``$CAPTURE_LEDGER_SERVE_LIMITS`` of the child); ``None``: the
                 defaults, or what this process's environment says.
@@ -155,8 +156,9 @@ class ServerProcess(_Served):
         command += ["--host", self.host, "--port", "0", "--workers", str(self.workers)]
         if self.ledger is not None:
             command += ["--ledger", self.ledger]
-        if not self.options.group_commit:
-            command += ["--no-group-commit"]
+        command += ["--group-commit" if self.options.group_commit else "--no-group-commit"]
+        if self.options.combine_removals != "auto":
+            command += ["--combine" if self.options.combine_removals else "--no-combine"]
         if self.options.threads is not None:
             command += ["--threads", str(self.options.threads)]
         if self.options.extend is not None:

@@ -80,6 +80,22 @@ def retire_us(result: SimulationResult) -> float:
     return math.nan
 
 
+def _combining(result: SimulationResult) -> dict[str, Any] | None:
+    """One retire request per rollout with the store's combined removals on and off (the third phase)."""
+    on, off = result.arms.get("one-per-request-combined"), result.arms.get("one-per-request-alone")
+    if on is None or off is None:
+        return None
+    return {
+        "rollouts": on.rollouts,
+        "retire_us_per_rollout_combined": _number(on.removal_us("retire")),
+        "retire_us_per_rollout_alone": _number(off.removal_us("retire")),
+        "record_ms_combined": _latency(on.record),
+        "record_ms_alone": _latency(off.record),
+        "store_combined": on.end_metrics.info.get("combine_removals"),
+        "store_alone": off.end_metrics.info.get("combine_removals"),
+    }
+
+
 def _arm(outcome: ArmOutcome) -> dict[str, Any]:
     return {
         "removal": outcome.removal,
@@ -161,6 +177,7 @@ def summary(result: SimulationResult, *, report: Path | None = None) -> dict[str
         "workers": scenario.workers,
         "removal": scenario.removal,
         "duplicate_rollouts": scenario.duplicate_rollouts,
+        "combining_rollouts": scenario.combining_rollouts,
         "ledger_bytes_left": sum(o.end.ledger_bytes for o in arms),
         "fence_files_left": sum(o.end.fences for o in arms),
         "cached_rows_left": sum(o.cached_rows_left for o in arms),
@@ -173,6 +190,7 @@ def summary(result: SimulationResult, *, report: Path | None = None) -> dict[str
         "record_ms": _latency(main.record) if main else None,
         "record_ms_without_removal": _latency(baseline.record) if baseline else None,
         "retire_us_per_rollout": _number(retire_us(result)),
+        "combining": _combining(result),
         "delete_us_per_rollout": _number(delete_us(result)),
         "seconds": round(result.seconds, 1),
         "ok": all(invariants.values()),

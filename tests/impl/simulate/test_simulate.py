@@ -170,3 +170,24 @@ def test_a_store_that_ignores_fences_breaks_the_invariants(tmp_path: Path) -> No
     assert code == 1 and not figures["ok"], stderr[-2000:]
     assert figures["ledgers_recreated"] >= figures["arms"]["retire"]["abandoned"] > 0
     assert figures["invariants"]["retire: no ledger re-created under retire"] is False
+
+
+def test_the_combining_phase_retires_one_rollout_per_request_with_combining_on_and_off(
+    tmp_path: Path,
+) -> None:
+    """The third phase: one retire request per finished rollout (the source's first step), on servers
+    whose file store combines removals and on servers whose store does not; both arms keep every
+    invariant and the report puts their cost per rollout side by side."""
+    only = ["--rollouts", "0", "--duplicate-rollouts", "0", "--combining-rollouts", "60"]
+    code, figures, stderr = _simulate(tmp_path, *only)
+    assert code == 0 and figures["ok"], stderr[-2000:]
+    assert set(figures["arms"]) == {"one-per-request-combined", "one-per-request-alone"}
+    combining = figures["combining"]
+    assert combining["rollouts"] == 60
+    # what each arm's servers report of their store (the info metric's labels): combining on, then off
+    assert (combining["store_combined"], combining["store_alone"]) == ("true", "false"), combining
+    assert combining["retire_us_per_rollout_combined"] > 0 and combining["retire_us_per_rollout_alone"] > 0
+    for arm in figures["arms"].values():
+        assert arm["removal"] == "retire" and arm["rollouts"] == 60 and arm["attempts_finished"] > 0
+    report = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "one request per rollout, per rollout (server side), combining on / off" in report
