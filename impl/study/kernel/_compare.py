@@ -8,7 +8,8 @@ never holds one, so a NUL can only come from a block the disk never wrote). ``re
 
 ``ModelView`` gives, for one recording and one model, the classes the model allows after the first ``n``
 effects (``classes``), enumerating the model's whole image space (``limit`` images at most; beyond it the
-answer is ``None``, unknown). A kernel state crashed somewhere in a window of the store's trace
+answer is ``None``, unknown; ``space_classes`` lists them per product of per-name options, not per image).
+A kernel state crashed somewhere in a window of the store's trace
 (``TraceWindow``): it is *inside* the model when its class is allowed after some effect count in that
 window, *outside* when after none — which makes the model unsound. ``looseness`` counts the classes the
 model allows at some crash point that no kernel state produced.
@@ -19,13 +20,14 @@ sampled in large epochs, so it is an upper bound there).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import itertools
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
-from capture_ledger.spec.crash.durability import DiskImage, PersistenceModel
+from capture_ledger.spec.crash.durability import Alternative, DiskImage, ImageSpace, PersistenceModel
 from capture_ledger.spec.kit.crash import Invoke, Recording, Return
 
-__all__ = ["ModelView", "ReaderClass", "TraceWindow", "looseness", "reader_class"]
+__all__ = ["ModelView", "ReaderClass", "TraceWindow", "looseness", "reader_class", "space_classes"]
 
 #: Per file: (name, bytes up to the last newline, tail kind: "" none, "text", "zeros").
 ReaderClass = tuple[tuple[str, bytes, str], ...]
@@ -42,6 +44,58 @@ def reader_class(image: DiskImage, skip: Collection[str] = ()) -> ReaderClass:
         kind = "" if not tail else ("zeros" if b"\0" in tail else "text")
         found.append((name, data[:cut], kind))
     return tuple(found)
+
+
+#: One name's content as a line reader tells it apart: a file's (bytes up to its last newline, tail kind),
+#: ``_DIRECTORY``, or ``None`` (absent).
+_Key = tuple[bytes, str] | str | None
+_DIRECTORY = "directory"
+
+
+def _key(content: object) -> _Key:
+    if isinstance(content, bytes):
+        cut = content.rfind(b"\n") + 1
+        tail = content[cut:]
+        return (content[:cut], "" if not tail else ("zeros" if b"\0" in tail else "text"))
+    return None if content is None else _DIRECTORY
+
+
+def _present(name: str, directories: Collection[str]) -> bool:
+    """Whether every directory above ``name`` is in the image (``spec.crash`` drops the entries of a
+    missing directory)."""
+    parent = name.rpartition("/")[0]
+    while parent:
+        if parent not in directories:
+            return False
+        parent = parent.rpartition("/")[0]
+    return True
+
+
+def _alternative_classes(alternative: Alternative, skip: Collection[str]) -> Iterator[ReaderClass]:
+    names = tuple(reversed(alternative.names))
+    keys = [list(dict.fromkeys(_key(c) for c in options)) for options in reversed(alternative.options)]
+    for combination in itertools.product(*keys):
+        chosen: dict[str, _Key] = {}
+        for name, key in zip(names, combination, strict=True):
+            chosen[name] = key
+        for alias, name in alternative.aliases:
+            chosen[alias] = chosen.get(name)
+        directories = {n for n, k in chosen.items() if k == _DIRECTORY}
+        directories = {d for d in directories if _present(d, directories)}
+        yield tuple(
+            (name, key[0], key[1])
+            for name, key in sorted((n, k) for n, k in chosen.items() if isinstance(k, tuple))
+            if name not in skip and _present(name, directories)
+        )
+
+
+def space_classes(space: ImageSpace, skip: Collection[str] = ()) -> frozenset[ReaderClass]:
+    """The reader classes of every image of ``space``: ``reader_class`` of each image, computed per
+    ``Alternative`` over the distinct classes of each name's options (a product of those) instead of over
+    every image — the same set, fewer steps where many options differ only past their last newline."""
+    if not isinstance(space, ImageSpace):  # a model's own space type: enumerate its images
+        return frozenset(reader_class(image, skip) for image in space)
+    return frozenset(c for alternative in space.alternatives for c in _alternative_classes(alternative, skip))
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -86,11 +140,7 @@ class ModelView:
         """The classes the model allows after the first ``count`` effects (``None``: too many to list)."""
         if count not in self._cache:
             space = self.model.space(self.recording.baseline, self.effects[:count])
-            self._cache[count] = (
-                None
-                if space.size > self.limit
-                else frozenset(reader_class(image, self.skip) for image in space)
-            )
+            self._cache[count] = None if space.size > self.limit else space_classes(space, self.skip)
         return self._cache[count]
 
     def allows(self, found: ReaderClass, window: TraceWindow) -> bool | None:

@@ -8,9 +8,9 @@ piece must fail rather than skip (``CI=true``).
 
 Context managers, each undoing exactly what it did, in ``finally``, even when the body raised or was
 interrupted: ``workspace`` (a fresh directory on ``/dev/shm``), ``fuse_daemon`` (the block-log daemon as
-its own process, its mount), ``loop_device`` (``losetup``; detach), ``mounted`` (``mount(2)``;
-``umount2(2)``, lazily when busy). ``leftovers(root)`` lists any mount, loop device or daemon still tied
-to a workspace, so a test can show that a failed run left nothing.
+its own process, its mount), ``loop_device`` (``LOOP_CONFIGURE``, else ``losetup``; detach), ``mounted``
+(``mount(2)``; ``umount2(2)``, lazily when busy). ``leftovers(root)`` lists any mount, loop device or daemon
+still tied to a workspace, so a test can show that a failed run left nothing.
 
 Not guaranteed: cleanup after the process itself is killed with SIGKILL (a later run's ``leftovers`` and
 ``sweep`` find what it left), or on machines without util-linux.
@@ -27,6 +27,7 @@ import importlib.util
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ from pathlib import Path
 
 __all__ = [
     "DAEMON_MODULE",
+    "MOUNT_FLAGS",
     "KernelSetupError",
     "MissingSetupError",
     "drop_buffers",
@@ -57,6 +59,12 @@ _PREFIX = "capture-ledger-kernel-"
 _SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
 _MNT_DETACH = 2
 _BLKFLSBUF = 0x1261
+_LOOP_CTL_GET_FREE = 0x4C82
+_LOOP_CONFIGURE = 0x4C0A
+_LOOP_CLR_FD = 0x4C01
+_LO_FLAGS_DIRECT_IO = 16
+_LO_NAME_SIZE = 64
+_LOOP_INFO64 = 232  # struct loop_info64
 
 
 class KernelSetupError(RuntimeError):
@@ -127,15 +135,23 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
+#: The mount options that are ``mount(2)`` flags rather than the file system's own (``mount(8)`` splits
+#: them off the same way); ``ro`` is deliberately not among them: recovery mounts read-write.
+MOUNT_FLAGS = {"noatime": 1024, "nodiratime": 2048, "nosuid": 2, "nodev": 4, "noexec": 8}
+
+
 def mount(device: str, target: Path, options: str = "", kind: str = "ext4") -> None:
     """``mount(2)`` ``device`` on ``target`` as file-system type ``kind`` with ``options`` (read-write: the
-    journal or log is replayed).
+    journal or log is replayed). Words of ``options`` in ``MOUNT_FLAGS`` become flags, the rest the file
+    system's data string.
 
     Raises:
         OSError: the kernel refused.
     """
-    data = options.encode() or None
-    if _libc().mount(device.encode(), str(target).encode(), kind.encode(), 0, data) != 0:
+    words = [w for w in options.split(",") if w]
+    flags = sum(MOUNT_FLAGS[w] for w in set(words) if w in MOUNT_FLAGS)
+    data = ",".join(w for w in words if w not in MOUNT_FLAGS).encode() or None
+    if _libc().mount(device.encode(), str(target).encode(), kind.encode(), flags, data) != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"mount {device} on {target}: {os.strerror(code)}")
 
@@ -174,7 +190,25 @@ def drop_buffers(device: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ loop devices
+def _clear(device: str) -> bool:
+    """Detach ``device`` with ``LOOP_CLR_FD`` (the kernel detaches it once its last user closes it when it
+    is still held: autoclear); whether it is detached or will be."""
+    try:
+        handle = os.open(device, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return not _attached(device)
+    try:
+        fcntl.ioctl(handle, _LOOP_CLR_FD, 0)
+    except OSError as error:
+        return error.errno == errno.ENXIO  # not attached
+    finally:
+        os.close(handle)
+    return True
+
+
 def _detach(device: str) -> None:
+    if _clear(device):
+        return
     for attempt in range(20):
         done = subprocess.run(["losetup", "-d", device], check=False, capture_output=True, text=True)
         if done.returncode == 0 or "No such device" in done.stderr or not _attached(device):
@@ -186,20 +220,59 @@ def _attached(device: str) -> bool:
     return Path(f"/sys/block/{Path(device).name}/loop/backing_file").exists()
 
 
+def _configure(backing: Path, *, direct_io: bool) -> str | None:
+    """Attach a free loop device to ``backing`` with ``ioctl`` calls, as ``losetup`` does, without a process
+    (``LOOP_CTL_GET_FREE``, ``LOOP_CONFIGURE``); ``None`` when the kernel or ``/dev`` does not offer it."""
+    name = str(backing).encode()[: _LO_NAME_SIZE - 1]
+    flags = _LO_FLAGS_DIRECT_IO if direct_io else 0
+    try:
+        source = os.open(backing, os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        control = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for _ in range(20):  # another process may take the free device first
+                device = f"/dev/loop{fcntl.ioctl(control, _LOOP_CTL_GET_FREE)}"
+                handle = os.open(device, os.O_RDWR | os.O_CLOEXEC)
+                try:
+                    info = struct.pack("=5Q4I", 0, 0, 0, 0, 0, 0, 0, 0, flags) + name.ljust(
+                        _LO_NAME_SIZE, b"\0"
+                    )
+                    info = info.ljust(_LOOP_INFO64, b"\0")
+                    fcntl.ioctl(handle, _LOOP_CONFIGURE, struct.pack("=II", source, 0) + info + bytes(64))
+                    return device
+                except OSError as error:
+                    if error.errno != errno.EBUSY:
+                        return None
+                finally:
+                    os.close(handle)
+        finally:
+            os.close(control)
+    except OSError:
+        return None
+    finally:
+        os.close(source)
+    return None
+
+
 @contextlib.contextmanager
 def loop_device(backing: Path, *, direct_io: bool) -> Iterator[str]:
-    """A loop device over ``backing`` for the body; detached after.
+    """A loop device over ``backing`` for the body; detached after. Attached and detached with ``ioctl`` calls
+    where the kernel offers ``LOOP_CONFIGURE`` (no process), else with ``losetup``.
 
     Args:
         backing: the image file.
-        direct_io: attach with ``--direct-io=on`` and check that the kernel kept it (the faithful setting
-            over the FUSE image: one request per block-layer write, in order).
+        direct_io: attach with direct I/O (``--direct-io=on``) and check that the kernel kept it (the
+            faithful setting over the FUSE image: one request per block-layer write, in order).
 
     Raises:
         KernelSetupError: ``losetup`` failed, or direct I/O was asked for and refused.
     """
-    losetup = tool("losetup") or "losetup"
-    device = _run([losetup, "-f", "--show", f"--direct-io={'on' if direct_io else 'off'}", str(backing)])
+    device = _configure(backing, direct_io=direct_io)
+    if device is None:
+        losetup = tool("losetup") or "losetup"
+        device = _run([losetup, "-f", "--show", f"--direct-io={'on' if direct_io else 'off'}", str(backing)])
     try:
         if direct_io:
             dio = Path(f"/sys/block/{Path(device).name}/loop/dio")

@@ -22,6 +22,7 @@ are stable on a quiet machine, the verdicts are what the tests pin).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -82,7 +83,9 @@ class KernelCell:
     classes it allows that no state produced; ``garbage`` the states holding bytes the store never wrote;
     ``unrecoverable`` the states the kernel would not mount; ``manual_fsck`` those where ``e2fsck -p``
     gave up (a boot would stop for an administrator; ``e2fsck -y`` repaired them); ``in_flight`` the writes
-    of each epoch; ``costs`` (writes in the epoch, states, seconds) per epoch size.
+    of each epoch; ``costs`` (writes in the epoch, states, seconds) per epoch size; ``recovery`` what the
+    recoverer did (``Recoverer.counts``: states, loop devices attached, processes spawned, mounts) and
+    ``phases`` the seconds of each of its phases (``Recoverer.phases``; in its worker thread when pipelined).
     """
 
     workload: str
@@ -107,6 +110,8 @@ class KernelCell:
     record_seconds: float
     seconds: float
     notes: tuple[str, ...] = field(default=())
+    recovery: tuple[tuple[str, int], ...] = field(default=())
+    phases: tuple[tuple[str, float], ...] = field(default=())
 
     @property
     def rate(self) -> float:
@@ -161,6 +166,7 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
     models: Sequence[PersistenceModel] | None = None,
     progress: Callable[[int, int], None] | None = None,
     recorded: KernelRecording | None = None,
+    ahead: int = 0,
 ) -> KernelCell:
     """Record ``workload`` on ``fs``, recover and judge every crash state, compare with the models.
 
@@ -178,6 +184,9 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
         progress: called with (states done, states in all) as the states are judged.
         recorded: a recording of this workload, configuration and file system made before (then nothing is
             recorded: the benchmark judges one recording several times).
+        ahead: states the kernel recovers in a worker thread while one is judged (``Recoverer.each``;
+            0, the default: one at a time; measured no faster, docs/crash.md §Speed). The verdicts do not
+            depend on it.
 
     Returns:
         The cell's figures, verdicts, counterexamples and findings.
@@ -209,27 +218,31 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
     opener = open_store or default_opener(config)
     observer = ImageObserver(scratch, config, ids, opener, read_budget)
     try:
-        with Recoverer(root / "recover", fs, stripes=config.stripes) as recoverer:
-            for done, state in enumerate(states):
+        with (
+            Recoverer(root / "recover", fs, stripes=config.stripes) as recoverer,
+            contextlib.closing(
+                recoverer.each(recorded.base, (materialize(found, s) for s in states), ahead=ahead)
+            ) as recovering,
+        ):
+            state_started = time.perf_counter()  # a state's cost: from the end of the one before (pipelined)
+            for done, (state, back) in enumerate(zip(states, recovering, strict=True)):
                 if progress is not None:
                     progress(done, len(states))
-                state_started = time.perf_counter()
                 size = len(found[state.epoch].writes)
                 window = trace_window(recorded.marks, state.low, state.high, len(recorded.recording.trace))
-                with recoverer.recovered(recorded.base, materialize(found, state)) as back:
-                    if back.note:
-                        notes.append(f"{state.label}: {back.note}")
-                    if back.image is None or back.directory is None:
-                        unrecoverable += 1
-                        _charge(costs, size, state_started)
-                        for name in views:
-                            outside.note(name, state, ())
-                        continue
-                    image = back.image
-                    hangs = observer.hangs
-                    observation = observer.observe_in(back.directory, image)
-                    if observer.hangs != hangs:
-                        recoverer.abandon()
+                if back.note:
+                    notes.append(f"{state.label}: {back.note}")
+                if back.image is None or back.directory is None:
+                    unrecoverable += 1
+                    state_started = _charge(costs, size, state_started)
+                    for name in views:
+                        outside.note(name, state, ())
+                    continue
+                image = back.image
+                hangs = observer.hangs
+                observation = observer.observe_in(back.directory, image)
+                if observer.hangs != hangs:
+                    recoverer.abandon()
                 files = tuple((n, show_bytes(d)) for n, d in image.files)
                 if any(b"\0" in data for _, data in image.files):
                     garbage += 1
@@ -261,7 +274,7 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
                                 )
                                 kept.sort(key=lambda b: b.violation.size())
                                 del kept[keep:]
-                _charge(costs, size, state_started)
+                state_started = _charge(costs, size, state_started)
     finally:
         observer.close()
     everything = {name: view.everything() for name, view in views.items()}
@@ -288,6 +301,8 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
         record_seconds=recorded.seconds,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),
+        recovery=tuple(recoverer.counts.items()),
+        phases=tuple(recoverer.phases.items()),
     )
 
 
@@ -332,10 +347,12 @@ class _Outside:
         )
 
 
-def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> None:
-    """Add one state of an epoch of ``size`` writes, judged since ``started``, to ``costs``."""
+def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> float:
+    """Add one state of an epoch of ``size`` writes, judged since ``started``, to ``costs``; the time now."""
     count, spent = costs.get(size, (0, 0.0))
-    costs[size] = (count + 1, spent + time.perf_counter() - started)
+    now = time.perf_counter()
+    costs[size] = (count + 1, spent + now - started)
+    return now
 
 
 def _at_block_size(model: PersistenceModel, block: int) -> PersistenceModel:
