@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from capture_ledger.impl.store._canonical import parse_canonical, record_of_line, row_and_canonical
     from capture_ledger.impl.store._combining import RemovalQueue, shared_combiners
     from capture_ledger.impl.store._consistency import Finding, check, read_snapshot
-    from capture_ledger.impl.store._filesystems import choose, detect
+    from capture_ledger.impl.store._filesystems import SYNCFS_FROM, choose, detect
     from capture_ledger.impl.store._lines import (
         FENCE_SUFFIX,
         INCARNATION_BYTES,
@@ -62,6 +62,7 @@ _LAZY = {
     "read_snapshot": "capture_ledger.impl.store._consistency",
     "choose": "capture_ledger.impl.store._filesystems",
     "detect": "capture_ledger.impl.store._filesystems",
+    "SYNCFS_FROM": "capture_ledger.impl.store._filesystems",
     "CorruptLedgerError": "capture_ledger.impl.store._lines",
     "FENCE_SUFFIX": "capture_ledger.impl.store._lines",
     "INCARNATION_BYTES": "capture_ledger.impl.store._lines",
@@ -102,6 +103,7 @@ __all__ = [
     "FENCE_SUFFIX",
     "INCARNATION_BYTES",
     "LEDGER_SUFFIX",
+    "SYNCFS_FROM",
     "CachedLedger",
     "CombiningSteps",
     "CorruptLedgerError",

@@ -11,7 +11,7 @@ cheapest ``fence_sync`` the study shows safe under that model:
 | detected | model | fence_sync |
 |---|---|---|
 | ext4 with a journal, XFS, btrfs | journaled | ``"directory"`` |
-| ext4 without a journal | ext4-nojournal | ``"file"`` |
+| ext4 without a journal | ext4-nojournal | ``"file"``; ``syncfs`` from ``SYNCFS_FROM`` (16) IDs a retire |
 | tmpfs, ramfs (nothing survives a crash) | volatile | ``"directory"`` |
 | anything else, or nothing detectable | unknown | ``"file"`` (safe under every model studied) |
 
@@ -21,9 +21,10 @@ under all three models and ``"syncfs"`` never broken, and so does the kernel stu
 every dirty page of the whole file system, so its cost grows with other writers on it, while ``"file"``
 costs one fsync of an empty file per new fence. Measured (benchmarks/bench_fence_sync.py, docs/store.md
 §fence_sync="auto"): without a journal ``syncfs`` is cheaper than per-fence fsyncs from 16 IDs a batch on
-(also with another job's 64 MiB dirty) and dearer for one ID; a per-batch choice needs a mode of the
-removals that does not exist yet, so ``"file"`` stays. With a journal ``"directory"`` is cheapest at every
-batch size measured (1 to 4096 IDs).
+(also with another job's 64 MiB dirty) and dearer for one ID, so there ``"file"`` fsyncs fences one by one
+in a small retire and a retire of ``SYNCFS_FROM`` IDs or more syncs them with one ``syncfs``
+(``Ordering(fence_sync="file", syncfs_from=16)``; ``Detection.syncfs_from``). With a journal
+``"directory"`` is cheapest at every batch size measured (1 to 4096 IDs).
 
 Nothing is cached: a device number can name another file system after an unmount (a loop device is
 reused), and detecting costs a few hundred µs per open (one ``statfs``, ``/proc/self/mountinfo`` and one
@@ -43,7 +44,12 @@ from pathlib import Path
 
 from capture_ledger.impl.store._ordering import FenceSync
 
-__all__ = ["MAGIC", "Detection", "choose", "detect"]
+__all__ = ["MAGIC", "SYNCFS_FROM", "Detection", "choose", "detect"]
+
+#: Without a journal, a retire of at least this many IDs syncs its fences with one ``syncfs``: cheaper than
+#: an fsync per fence from 16 IDs on (0.23x at 16, 0.38x at 4096), dearer for one (2.6x) on this disk
+#: (``benchmarks/bench_fence_sync.py --dir D --rounds 3``, docs/store.md).
+SYNCFS_FROM = 16
 
 #: ``statfs`` ``f_type`` values of the file systems this module knows (linux/magic.h).
 MAGIC: dict[int, str] = {
@@ -71,6 +77,8 @@ class Detection:
             ``"volatile"`` or ``"unknown"``.
         fence_sync: the cheapest option the crash study shows safe under ``model``.
         reason: one sentence saying how it was decided.
+        syncfs_from: with ``"file"`` on ext4 without a journal, the retire size from which one ``syncfs``
+            makes a batch's fences durable (``SYNCFS_FROM``); ``None`` elsewhere.
     """
 
     file_system: str
@@ -79,6 +87,7 @@ class Detection:
     model: str
     fence_sync: FenceSync
     reason: str
+    syncfs_from: int | None = None
 
 
 def choose(file_system: str, journal: bool | None) -> tuple[str, FenceSync]:
@@ -118,7 +127,8 @@ def detect(directory: str | os.PathLike[str]) -> Detection:
 
 def _decided(file_system: str, journal: bool | None, device: str | None, reason: str) -> Detection:
     model, fence_sync = choose(file_system, journal)
-    return Detection(file_system, journal, device, model, fence_sync, reason)
+    syncfs_from = SYNCFS_FROM if model == "ext4-nojournal" else None
+    return Detection(file_system, journal, device, model, fence_sync, reason, syncfs_from)
 
 
 def _detect(directory: str, st_dev: int) -> Detection:

@@ -143,10 +143,14 @@ class FileLineageStore:
         how = "given"
         own_ordering = ordering is None
         if ordering is None:
+            syncfs_from = None
             if fence_sync == "auto":
                 detection = detect(self.directory)
                 fence_sync, how = detection.fence_sync, f"auto: {detection.reason}"
-            ordering = Ordering(fence_sync=fence_sync)
+                syncfs_from = detection.syncfs_from
+                if syncfs_from is not None:
+                    how += f"; one syncfs for a retire of {syncfs_from} IDs or more"
+            ordering = Ordering(fence_sync=fence_sync, syncfs_from=syncfs_from)
         elif fence_sync == "auto":
             how = "given by the ordering"
         self._fs: FileSystem = fs

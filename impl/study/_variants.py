@@ -88,18 +88,19 @@ class StoreVariant:
     results_after_syncs: bool = True
     same_retire_result: bool = True
 
-    def ordering(self, *, fence_sync: FenceSync = "directory") -> Ordering:
+    def ordering(self, *, fence_sync: FenceSync = "directory", syncfs_from: int | None = None) -> Ordering:
         """The ordering that runs this variant: the production ``Ordering`` when every step is on.
 
         Args:
             fence_sync: how retire makes new fences durable (``Ordering``'s option).
+            syncfs_from: ``Ordering``'s option of that name.
 
         Returns:
             An ``Ordering`` for ``FileLineageStore(..., ordering=...)``.
         """
         if self == StoreVariant():
-            return Ordering(fence_sync=fence_sync)
-        return VariantOrdering(self, fence_sync=fence_sync)
+            return Ordering(fence_sync=fence_sync, syncfs_from=syncfs_from)
+        return VariantOrdering(self, fence_sync=fence_sync, syncfs_from=syncfs_from)
 
 
 #: Every guard and step a ``StoreVariant`` can switch off.
@@ -111,13 +112,15 @@ class VariantOrdering(Ordering):
 
     Args:
         variant: which steps to leave out.
-        fence_sync: as for ``Ordering``.
+        fence_sync, syncfs_from: as for ``Ordering``.
     """
 
     __slots__ = ("variant",)
 
-    def __init__(self, variant: StoreVariant, *, fence_sync: FenceSync = "directory") -> None:
-        super().__init__(fence_sync=fence_sync)
+    def __init__(
+        self, variant: StoreVariant, *, fence_sync: FenceSync = "directory", syncfs_from: int | None = None
+    ) -> None:
+        super().__init__(fence_sync=fence_sync, syncfs_from=syncfs_from)
         self.variant = variant
 
     def sync_data(self, fs: FileSystem, fd: int) -> None:
@@ -128,14 +131,14 @@ class VariantOrdering(Ordering):
         if self.variant.sync_dir_on_create:
             super().sync_created(fs)
 
-    def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int) -> None:
+    def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int, *, syncfs: bool = False) -> None:
         if not (self.variant.sync_after_fences and (written or self.variant.sync_when_nothing_written)):
             return
         if self.variant.await_shared_sync:
-            super().sync_fences(fs, syncs, written)
+            super().sync_fences(fs, syncs, written, syncfs=syncfs)
         else:
             counting_on_a_running_sync(
-                syncs.filesystem if self.fence_sync == "syncfs" else syncs.directory, fs
+                syncs.filesystem if syncfs or self.fence_sync == "syncfs" else syncs.directory, fs
             )
 
     def fence_still_there(self, fs: FileSystem, rollout_id: str) -> bool:

@@ -79,6 +79,9 @@ CONFIGS: dict[str, StoreConfig] = {
         StoreConfig(label="default"),
         StoreConfig(label="fence_sync=file", fence_sync="file"),
         StoreConfig(label="fence_sync=syncfs", fence_sync="syncfs"),
+        # What "auto" picks without a journal, its threshold lowered so that the workloads' two-ID retires
+        # take the syncfs path and their one-ID retires the per-fence path.
+        StoreConfig(label="fence_sync=file+syncfs", fence_sync="file", syncfs_from=2),
         StoreConfig(label="group_commit=off", group_commit=False),
         CombiningConfig(label="combine=on"),
         *(_without(step) for step in (*STEPS, *OTHER_GUARDS)),
@@ -90,6 +93,7 @@ SMALL = (
     "default",
     "fence_sync=file",
     "fence_sync=syncfs",
+    "fence_sync=file+syncfs",
     "group_commit=off",
     "combine=on",
     *(f"no {s}" for s in STEPS),
@@ -113,6 +117,11 @@ EXPECTED: dict[str, dict[str, frozenset[str]]] = {
         "ext4-nojournal": frozenset(),
     },
     "fence_sync=syncfs": {
+        "journaled": frozenset(),
+        "weakest-posix": frozenset(),
+        "ext4-nojournal": frozenset(),
+    },
+    "fence_sync=file+syncfs": {
         "journaled": frozenset(),
         "weakest-posix": frozenset(),
         "ext4-nojournal": frozenset(),

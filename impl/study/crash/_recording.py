@@ -235,18 +235,20 @@ class RecordingFileSystem(HookedFileSystem):
 # ----------------------------------------------------------------------------------- recorded runs
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoreConfig:
-    """The store under study: its guards (``variant``), how retire syncs fences (``fence_sync``), and
-    whether concurrent removals share their syncs (``group_commit``, R-STORE-9)."""
+    """The store under study: its guards (``variant``), how retire syncs fences (``fence_sync``, and from
+    which retire size one ``syncfs`` does it instead: ``syncfs_from``), and whether concurrent removals
+    share their syncs (``group_commit``, R-STORE-9)."""
 
     label: str = "default"
     variant: StoreVariant = field(default_factory=StoreVariant)
     fence_sync: FenceSync = "directory"
     stripes: int = 4
     group_commit: bool = True
+    syncfs_from: int | None = None
 
     def ordering(self) -> Ordering:
         """The ordering of this configuration, for ``FileLineageStore(..., ordering=...)``."""
-        return self.variant.ordering(fence_sync=self.fence_sync)
+        return self.variant.ordering(fence_sync=self.fence_sync, syncfs_from=self.syncfs_from)
 
     def open(self, directory: Path, fs: FileSystem) -> FileLineageStore:
         """A handle of this configuration on ``directory`` over ``fs``."""
