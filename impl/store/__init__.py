@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from capture_ledger.impl.store._combining import RemovalQueue, shared_combiners
     from capture_ledger.impl.store._consistency import Finding, check, read_snapshot
     from capture_ledger.impl.store._filesystems import SYNCFS_FROM, choose, detect
+    from capture_ledger.impl.store._ledgers import PROBE_BYTES
     from capture_ledger.impl.store._lines import (
         FENCE_SUFFIX,
         INCARNATION_BYTES,
@@ -66,6 +67,7 @@ _LAZY = {
     "CorruptLedgerError": "capture_ledger.impl.store._lines",
     "FENCE_SUFFIX": "capture_ledger.impl.store._lines",
     "INCARNATION_BYTES": "capture_ledger.impl.store._lines",
+    "PROBE_BYTES": "capture_ledger.impl.store._ledgers",
     "bytes_have_rows": "capture_ledger.impl.store._lines",
     "incarnation_line": "capture_ledger.impl.store._lines",
     "incarnation_seed": "capture_ledger.impl.store._lines",
@@ -103,6 +105,7 @@ __all__ = [
     "FENCE_SUFFIX",
     "INCARNATION_BYTES",
     "LEDGER_SUFFIX",
+    "PROBE_BYTES",
     "SYNCFS_FROM",
     "CachedLedger",
     "CombiningSteps",

@@ -39,6 +39,11 @@ from capture_ledger.spec.core.model import Entry, RecordEntry
 __all__ = ["Ledgers"]
 
 
+#: Bytes a removal's probe reads of an uncached ledger (``probe``): the incarnation line and a first row fit
+#: in them but for rows longer than about 4 KiB, which cost a second, whole read.
+PROBE_BYTES = 4096
+
+
 class Ledgers:
     """One handle's access to its ledgers with the rollout's lock held (see the module docstring).
 
@@ -266,11 +271,16 @@ class Ledgers:
             if self._ordering.cache_current(cached, self._fs.generation(*slot)):
                 return True, True  # rows vanish only by a removal, which bumps the generation
         # Uncached: a removal needs to know only whether a complete line exists, not to parse them all
-        # (a corrupt ledger is removed like any other; reads are what report corruption).
-        got = self._fs.read(ledger_name(rollout_id), 0)
-        if got is None:
+        # (a corrupt ledger is removed like any other; reads are what report corruption). The first
+        # ``PROBE_BYTES`` decide unless they are all complete-line-less and the file may go on.
+        name = ledger_name(rollout_id)
+        head = self._fs.head(name, PROBE_BYTES)
+        if head is None:
             return False, False
-        return has_rows(got[1]), True
+        if has_rows(head) or len(head) < PROBE_BYTES:
+            return has_rows(head), True
+        got = self._fs.read(name, 0)  # a first row longer than the probe
+        return (got is not None and has_rows(got[1])), True
 
     def forget(self, rollout_id: str) -> None:
         """Drop the cached rows of a removed ID, and its poison: the ledger it described is gone."""

@@ -26,8 +26,9 @@ this order:
   missing; then one directory sync for the non-empty batch even when no fence was written (an overlapping
   or crashed retire may have created it without syncing); phase 2, for IDs that had a ledger file, under
   the lock, re-check that the fence still exists (a delete and a reuse may have happened in between,
-  R-CONC-3), bump the removal counter, unlink the ledger and forget cached rows; one more directory sync
-  if anything was unlinked.
+  R-CONC-3), bump the removal counters (one read and one write per stripe, before any unlink), unlink
+  the ledgers and forget cached rows; one more directory sync if anything was unlinked. Each phase takes
+  each stripe's lock once for all the batch's IDs in it.
 - **delete** (R-STORE-5): under each ID's lock, bump the removal counter, unlink ledger and fence, forget
   cached rows; one directory sync per non-empty batch.
 

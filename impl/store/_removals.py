@@ -31,6 +31,7 @@ __all__ = [
     "outcome",
     "remove_ledger",
     "unlink_ledger",
+    "unlink_ledgers",
 ]
 
 #: How phase 1 of retire makes new fences durable (see the module docstring).
@@ -187,12 +188,14 @@ class RemovalOrdering:
         unlinked = 0
         for stripe, group in by_stripe([rid for rid, _ in had_file], rollouts):  # phase 2
             with stripe_lock(fs, stripe):
+                # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
+                still: list[tuple[str, RolloutSlot]] = []
                 for rollout_id, slot in group:
-                    # R-CONC-3: a delete (and a new attempt reusing the ID) may have run since phase 1.
                     if self.fence_still_there(fs, rollout_id):
-                        unlinked += unlink_ledger(fs, rollouts, rollout_id, slot)
+                        still.append((rollout_id, slot))
                     else:
                         rollouts.forget(rollout_id)
+                unlinked += unlink_ledgers(fs, rollouts, stripe, still)
         if unlinked:
             self.sync_unlinks(fs, syncs)
         return outcome(batch, had_rows, written, unlinked)
@@ -274,6 +277,22 @@ def unlink_ledger(fs: FileSystem, rollouts: LockedRollouts, rollout_id: str, slo
     fs.advance_generation(*slot)
     unlinked = fs.unlink(ledger_name(rollout_id))
     rollouts.forget(rollout_id)
+    return unlinked
+
+
+def unlink_ledgers(
+    fs: FileSystem, rollouts: LockedRollouts, stripe: int, group: Sequence[tuple[str, RolloutSlot]]
+) -> int:
+    """Under stripe ``stripe``'s lock: ``unlink_ledger`` for each of ``group``, with their removal counters
+    bumped by one read and one write of the stripe's counters before any unlink (R-STORE-7). How many
+    files were unlinked."""
+    if not group:
+        return 0
+    fs.advance_generations(stripe, [slot for _, (_, slot) in group])
+    unlinked = 0
+    for rollout_id, _ in group:
+        unlinked += fs.unlink(ledger_name(rollout_id))
+        rollouts.forget(rollout_id)
     return unlinked
 
 

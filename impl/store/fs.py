@@ -41,6 +41,7 @@ import fcntl
 import functools
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -101,6 +102,10 @@ class FileSystem(Protocol):
     def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
         """The file's stat and its bytes from ``offset`` to the end, or ``None`` when it does not exist."""
 
+    def head(self, name: str, limit: int) -> bytes | None:
+        """The file's first ``limit`` bytes (all of them when it is shorter), or ``None`` when it does not
+        exist: ``open``, one ``pread``, ``close`` (no ``fstat``; a removal's probe, R-STORE-4)."""
+
     def open_append(self, name: str, *, create: bool) -> int | None:
         """Open for appending; create the file when ``create``. ``None`` when missing and not ``create``."""
 
@@ -146,6 +151,10 @@ class FileSystem(Protocol):
 
     def advance_generation(self, stripe: int, slot: int) -> None:
         """Add one to removal counter ``slot`` of stripe ``stripe``; caller holds the lock. Not durable."""
+
+    def advance_generations(self, stripe: int, slots: Sequence[int]) -> None:
+        """Add one to each of ``slots`` (a slot given twice gets two) of stripe ``stripe`` with one ``pread``
+        and one ``pwrite`` of the span they lie in; caller holds the lock. Not durable."""
 
     def await_sync(self, register: SyncWait, ticket: int) -> None:
         """Block until ``register.ready(ticket)``: group commit's wait for a shared sync (R-STORE-9), or a
@@ -234,6 +243,21 @@ class OsFileSystem:
         finally:
             os.close(fd)
 
+    def head(self, name: str, limit: int) -> bytes | None:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | self._noatime, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            if not self._noatime:
+                raise
+            self._noatime = 0  # as ``read``: a file we do not own
+            return self.head(name, limit)
+        try:
+            return os.pread(fd, limit, 0)
+        finally:
+            os.close(fd)
+
     def open_append(self, name: str, *, create: bool) -> int | None:
         flags = _APPEND_CREATE if create else _APPEND
         try:
@@ -303,6 +327,20 @@ class OsFileSystem:
     def advance_generation(self, stripe: int, slot: int) -> None:
         value = (self.generation(stripe, slot) + 1) % (1 << 64)
         os.pwrite(self._lock_fds[stripe], value.to_bytes(8, "little"), _slot_offset(slot))
+
+    def advance_generations(self, stripe: int, slots: Sequence[int]) -> None:
+        if not slots:
+            return
+        offsets = [_slot_offset(slot) for slot in slots]
+        low, high = min(offsets), max(offsets) + 8
+        span = bytearray(os.pread(self._lock_fds[stripe], high - low, low))
+        span.extend(bytes(high - low - len(span)))  # counters never written read short: 0
+        for offset in offsets:
+            at = offset - low
+            value = (int.from_bytes(span[at : at + 8], "little") + 1) % (1 << 64)
+            span[at : at + 8] = value.to_bytes(8, "little")
+        # The other counters in the span are written back as read: every change to them holds this lock.
+        os.pwrite(self._lock_fds[stripe], bytes(span), low)
 
     def await_sync(self, register: SyncWait, ticket: int) -> None:
         register.wait_for(ticket)

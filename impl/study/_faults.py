@@ -48,6 +48,7 @@ FAULTABLE_CALLS = (
     "unlock",
     "stat",
     "read",
+    "head",
     "open_append",
     "write",
     "fsync",
@@ -63,6 +64,7 @@ FAULTABLE_CALLS = (
     "truncate",
     "generation",
     "advance_generation",
+    "advance_generations",
     "await_sync",
 )
 #: Calls whose planned fault always strikes before the call, and those for which it always strikes after.

@@ -11,7 +11,7 @@ Not guaranteed: anything about calls that do not go through the wrapper (the sto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -119,6 +119,11 @@ class HookedFileSystem:
             FsCall(method="read", name=name, args=(name, offset)), lambda: self.inner.read(name, offset)
         )
 
+    def head(self, name: str, limit: int) -> bytes | None:
+        return self.around(
+            FsCall(method="head", name=name, args=(name, limit)), lambda: self.inner.head(name, limit)
+        )
+
     def open_append(self, name: str, *, create: bool) -> int | None:
         return self.around(
             FsCall(method="open_append", name=name, args=(name, create)),
@@ -177,6 +182,12 @@ class HookedFileSystem:
         self.around(
             FsCall(method="advance_generation", name="", args=(stripe, slot)),
             lambda: self.inner.advance_generation(stripe, slot),
+        )
+
+    def advance_generations(self, stripe: int, slots: Sequence[int]) -> None:
+        self.around(
+            FsCall(method="advance_generations", name="", args=(stripe, tuple(slots))),
+            lambda: self.inner.advance_generations(stripe, slots),
         )
 
     def await_sync(self, register: SyncWait, ticket: int) -> None:
