@@ -25,8 +25,9 @@ point while the others run. Whether the schedule ran as designed (``Recording.pa
 scheduler's trace: the scheduler knows who holds which lock, so no timer decides it. A workload with
 ``threads`` runs each group of its operations on a thread and handle of its own under
 ``scheduling.GatherSchedule``, so that removals share their syncs (group commit, R-STORE-9); there
-``Recording.paused`` says whether some call returned on a sync another call issued. ``lay_baseline`` and
-``operation_runner`` are ``record``'s steps, shared with the kernel study (``kernel.recorder``).
+``Recording.paused`` says whether some call returned on a sync another call issued. ``lay_baseline``,
+``operation_runner`` and ``StoreConfig.run_workload`` are ``record``'s steps, shared with the kernel study
+(``kernel.recorder``), which marks the block log from ``RecordingFileSystem.appended``.
 
 Not guaranteed: recording of effects that bypass the seam (the store never does; ``OsFileSystem``'s own lock
 files are created at construction, before recording starts, and belong to the baseline), or hard links (the
@@ -177,6 +178,11 @@ class RecordingFileSystem(HookedFileSystem):
         # Called with the mutex held.
         self.trace.append(event)
         self.threads.append(threading.current_thread().name)
+        self.appended(len(self.trace))
+
+    def appended(self, length: int) -> None:
+        """Called with the recorder's mutex held each time the trace grew, to ``length`` events: after the
+        call it records returned, before any other thread's event. Does nothing here (a subclass hook)."""
 
     # ------------------------------------------------------------------------------------- the seam call
     def around(self, call: FsCall, proceed: Callable[[], _R]) -> _R:
@@ -253,6 +259,32 @@ class StoreConfig:
     def open(self, directory: Path, fs: FileSystem) -> FileLineageStore:
         """A handle of this configuration on ``directory`` over ``fs``."""
         return FileLineageStore(directory, fs=fs, ordering=self.ordering(), group_commit=self.group_commit)
+
+    def run_workload(
+        self, workload: Workload, *, directory: Path, recorder: RecordingFileSystem, run: RunOperation
+    ) -> bool | None:
+        """Run ``workload``'s operations through ``recorder`` on handles of this configuration (``open``),
+        as ``record`` does (``run`` from ``operation_runner``): a workload with a ``Pause`` under
+        ``PauseSchedule`` (``run_paused``), one with ``threads`` each group on a thread and handle of its
+        own under ``GatherSchedule``, any other in order on one handle. The kernel study calls it on its
+        mounted image.
+
+        Returns:
+            ``Recording.paused``: whether the pause held, whether a sync was shared, or ``None``.
+
+        Raises:
+            SchedulerError: a scheduled run could not be scheduled (a deadlock, or a thread that stalled).
+        """
+        if workload.pause is not None:
+            return run_paused(
+                workload, workload.pause, config=self, directory=directory, recorder=recorder, run=run
+            )
+        if workload.threads:
+            return _run_gathered(workload, config=self, directory=directory, recorder=recorder, run=run)
+        main = self.open(directory, recorder)
+        for index in range(len(workload.ops)):
+            run(index, main, "main")
+        return None
 
 
 # ---------------------------------------------------------------------------------------- recording
@@ -348,17 +380,7 @@ def record(workload: Workload, config: StoreConfig, directory: Path) -> Recordin
     try:
         lay_baseline(workload, directory, inner)
         recorder, run = operation_runner(workload, inner, RecordingFileSystem)
-        paused: bool | None = None
-        if workload.pause is not None:
-            paused = run_paused(
-                workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
-            )
-        elif workload.threads:
-            paused = _run_gathered(workload, config=config, directory=directory, recorder=recorder, run=run)
-        else:
-            main = config.open(directory, recorder)
-            for index in range(len(workload.ops)):
-                run(index, main, "main")
+        paused = config.run_workload(workload, directory=directory, recorder=recorder, run=run)
         return Recording(
             workload=workload,
             config=config,

@@ -4,8 +4,11 @@ kernel's block writes (SPEC.md §Crash, R-CRASH-1..4; docs/crash.md §The kernel
 ``record_on_kernel`` makes a fresh image of a file-system configuration, serves it through the block-log
 daemon (its own process), attaches a loop device with direct I/O over it, mounts it, and runs the workload
 on a directory of the mount exactly as ``recording.record`` does on a temporary one (setup, torn lines,
-injected faults, a paused operation under the scheduler), through a ``RecordingFileSystem`` that also
-writes a mark into the block log after every event it records: ``T n`` says the store's trace then held
+injected faults; ``StoreConfig.run_workload``: a paused operation under the scheduler, a workload's
+``threads`` each on a handle of its own under the gathering schedule; every handle opened by the
+configuration, ``StoreConfig.open``, so ``group_commit`` and ``combine_removals`` hold as in the model
+study), through a ``RecordingFileSystem`` that also writes a mark into the block log after every event it
+records: ``T n`` says the store's trace then held
 ``n`` completed events. The setup is made durable (``syncfs``) before the ``START`` mark, so the image at
 ``START`` is the durable baseline (with the bytes the setup removed, ``freed``, which its free blocks may
 still hold); ``END`` follows the last operation. Everything is torn down in
@@ -26,18 +29,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
 
-from capture_ledger.impl.store.file_store import FileLineageStore
 from capture_ledger.impl.store.fs import FileSystem, OsFileSystem
-from capture_ledger.impl.study._hooked import FsCall
 from capture_ledger.impl.study.crash import (
     RecordingFileSystem,
     StoreConfig,
     freed_by_setup,
     lay_baseline,
     operation_runner,
-    run_paused,
 )
 from capture_ledger.impl.study.kernel._blocklog import MARK, WRITE, LogRecord, read_log
 from capture_ledger.impl.study.kernel._filesystems import FsConfig, make_image
@@ -48,46 +47,36 @@ __all__ = ["LEDGER_DIRECTORY", "KernelRecording", "MarkingRecorder", "record_on_
 
 #: The lineage directory inside each image.
 LEDGER_DIRECTORY = "ledger"
-_R = TypeVar("_R")
 
 
 class MarkingRecorder(RecordingFileSystem):
     """A ``RecordingFileSystem`` that marks the block log each time its trace grows (``T n``).
 
-    An event is appended after its system call returned, so every block the call waited for is logged
-    before the mark that counts it.
+    The mark is written from ``appended``, under the recorder's mutex, right after the event: an effect is
+    appended after its system call returned, so every block the call waited for is logged before the mark
+    that counts it; and since no other thread can append meanwhile, even when several threads share the
+    recorder (a workload's ``threads``, a ``Pause``) every length is marked, once, in order.
     """
 
     def __init__(self, inner: FileSystem, mark: Callable[[str], None]) -> None:
-        super().__init__(inner)
         self._mark = mark
         self._marked = -1
         self._mark_lock = threading.Lock()
+        super().__init__(inner)
 
     def progress(self) -> None:
         """Mark the trace's current length, unless it was already marked."""
+        self._mark_length(len(self.trace))
+
+    def appended(self, length: int) -> None:
+        """Mark that the trace holds ``length`` events now."""
+        self._mark_length(length)
+
+    def _mark_length(self, length: int) -> None:
         with self._mark_lock:
-            length = len(self.trace)
             if length != self._marked:
                 self._marked = length
                 self._mark(f"T {length}")
-
-    def invoke(self, op: int, label: str, *, thread: str = "main") -> None:
-        """Mark that store operation ``op`` starts now."""
-        super().invoke(op, label, thread=thread)
-        self.progress()
-
-    def returned(self, op: int, outcome: str, *, raised: bool = False) -> None:
-        """Mark that store operation ``op`` returned now."""
-        super().returned(op, outcome, raised=raised)
-        self.progress()
-
-    def around(self, call: FsCall, proceed: Callable[[], _R]) -> _R:
-        """Run ``call`` (recording its effect), then mark."""
-        try:
-            return super().around(call, proceed)
-        finally:
-            self.progress()
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -124,15 +113,7 @@ def _drive(
         recorder, run = operation_runner(workload, inner, lambda seam: MarkingRecorder(seam, mark))
         mark("START")
         recorder.progress()
-        paused: bool | None = None
-        if workload.pause is None:
-            with FileLineageStore(directory, fs=recorder, ordering=config.ordering()) as main:
-                for index in range(len(workload.ops)):
-                    run(index, main, "main")
-        else:
-            paused = run_paused(
-                workload, workload.pause, config=config, directory=directory, recorder=recorder, run=run
-            )
+        paused = config.run_workload(workload, directory=directory, recorder=recorder, run=run)
         mark("END")
         return Recording(
             workload=workload,

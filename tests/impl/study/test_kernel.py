@@ -11,17 +11,20 @@ the pinned ``FINDINGS`` (none now: a deleted ledger that came back whole without
 fixed model, and the store's rename of a fsynced temporary keeps it from happening); the default protocol
 keeps R-CRASH-1..4 on journaled ext4; on ext4 without a journal it breaks R-CRASH-2 as the model study
 predicts, the ``fence_sync`` option keeps retires durable, and a row across a lost block
-makes a ledger unreadable (an expected finding against the store); a store that raises or hangs on a
+makes a ledger unreadable (an expected finding against the store); the threaded workloads run on handles of
+the configuration, so group commit off and combined removals are the stores the model study records (their
+directory syncs, and the broken combiners caught); a store that raises or hangs on a
 recovered image is a verdict; a failed run leaves no mount, loop device or daemon behind.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ import pytest
 from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.store import Ordering
 from capture_ledger.impl.store.fs import FileStat, FileSystem
-from capture_ledger.impl.study.crash import StoreConfig
+from capture_ledger.impl.study.crash import CONFIGS, StoreConfig, record
 from capture_ledger.impl.study.kernel import (
     CI_WORKLOADS,
     DEFAULT_FILESYSTEMS,
@@ -46,8 +49,8 @@ from capture_ledger.impl.study.kernel import (
     workspace,
 )
 from capture_ledger.spec.core.model import HasRows, Record
-from capture_ledger.spec.crash.durability import NoJournalExt4
-from capture_ledger.spec.kit.crash import Workload
+from capture_ledger.spec.crash.durability import NoJournalExt4, SyncDir
+from capture_ledger.spec.kit.crash import Invoke, Recording, Return, Workload
 
 #: The slow tier (``pytest -m slow``, run by .ci/run): the kernel study mounts real ext4 images.
 pytestmark = pytest.mark.slow
@@ -221,6 +224,75 @@ def test_fence_sync_keeps_retires_durable_without_a_journal() -> None:
         configs=["fence_sync=syncfs", "fence_sync=file"],
     )
     assert all(not c.clauses and c.outside[c.model] == 0 for c in result.cells), result.table()
+
+
+# ------------------------------------------------------------------------- the store's switches, threaded
+def _syncs(recording: Recording) -> int:
+    return sum(1 for e in recording.trace if isinstance(e, SyncDir))
+
+
+def _shared_returns(recording: Recording) -> int:
+    """How many operations returned right after another one on the same sync (a batch served at once)."""
+    events = [e for e in recording.trace if not isinstance(e, Invoke)]
+    return sum(1 for a, b in itertools.pairwise(events) if isinstance(a, Return) and isinstance(b, Return))
+
+
+@pytest.mark.parametrize("workload", ["retires-share-syncs", "removals-share-syncs"])
+def test_the_kernel_recorder_runs_threads_on_handles_of_the_configuration(
+    tmp_path: Path, workload: str
+) -> None:
+    """A workload with ``threads`` runs on three handles of the configuration, under the gathering
+    schedule, on the mounted image as in the model study: every thread issues effects, every trace length is
+    marked once and in order, and the directory syncs are the model study's for each configuration —
+    group commit off issues more than the default (R-STORE-9) and combining no more (the path before ran the
+    operations one after another on one handle: 6 and 5 syncs whatever the configuration)."""
+    fs = FILESYSTEMS["ext4-ordered"]
+    syncs: dict[str, int] = {}
+    for label in ("default", "group_commit=off", "combine=on"):
+        model = record(KERNEL_WORKLOADS[workload], CONFIGS[label], tmp_path / label.replace("=", "-"))
+        with workspace() as root:
+            recorded = record_on_kernel(KERNEL_WORKLOADS[workload], CONFIGS[label], fs, root / "run")
+        kernel = recorded.recording
+        assert set(kernel.threads) == {"t0-op", "t1-op", "t2-op"}
+        assert [n for _, n in recorded.marks] == list(range(len(kernel.trace) + 1))
+        assert (_syncs(kernel), kernel.paused) == (_syncs(model), model.paused), label
+        syncs[label] = _syncs(kernel)
+    pinned = {
+        "retires-share-syncs": {"default": 4, "group_commit=off": 6, "combine=on": 4},
+        "removals-share-syncs": {"default": 4, "group_commit=off": 5, "combine=on": 4},
+    }
+    assert syncs == pinned[workload]
+    # The path before, one operation after another on one handle, is what the counts reject.
+    one_after_another = replace(KERNEL_WORKLOADS[workload], threads=())
+    sequential = record(one_after_another, CONFIGS["combine=on"], tmp_path / "sequential")
+    assert _syncs(sequential) == syncs["group_commit=off"] > syncs["combine=on"]
+
+
+def test_combined_removals_on_the_real_kernel(capsys: pytest.CaptureFixture[str]) -> None:
+    """``crash --kernel --config combine=on``: the three retires are combined — two of them return on one
+    batch's syncs, which no handle of the default or of group commit off does — every kernel state lies
+    inside the journaled model and no clause breaks (R-CRASH-2, R-STORE-4, R-STORE-9). The broken
+    combiners, which act only when removals are combined, are caught on the real kernel too: a returned
+    retire comes back Live (R-CRASH-2)."""
+    fs = FILESYSTEMS["ext4-ordered"]
+    workload = KERNEL_WORKLOADS["retires-share-syncs"]
+    shared = {}
+    for label in ("default", "group_commit=off", "combine=on"):
+        with workspace() as root:
+            shared[label] = _shared_returns(
+                record_on_kernel(workload, CONFIGS[label], fs, root / "run").recording
+            )
+    assert shared == {"default": 0, "group_commit=off": 0, "combine=on": 1}
+    command = ["crash", "--kernel", "--fs", "ext4-ordered", "--config", "combine=on"]
+    code = main([*command, "--workload", "retires-share-syncs", "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["crash_states"] > 0 and summary["model"] == "journaled"
+    assert summary["inside_model"] == summary["crash_states"]
+    assert summary["broken"] == [] and summary["outside_model"] == []
+    for broken in ("no await_combined_batch", "no results_after_syncs"):
+        with workspace() as root:
+            cell = kernel_cell(workload, CONFIGS[broken], fs, root)
+        assert cell.clauses == {"R-CRASH-2"} and cell.outside[cell.model] == 0, broken
 
 
 # ----------------------------------------------------------------------------------- robustness
