@@ -102,7 +102,7 @@ class Ledgers:
                 return False
             try:
                 size = fs.size(fd)
-                loaded = self.load(rollout_id, generation, size=size)
+                loaded = self.load(rollout_id, generation, size=size, fd=fd)
                 if loaded is None:  # pragma: no cover - the file is open and we hold the lock
                     raise FileNotFoundError(name)
                 if not loaded.entries and self._fenced_for_write(rollout_id):
@@ -200,10 +200,13 @@ class Ledgers:
                 raise RolloutRetiredError(rollout_id)  # R-READ-3
             return []
 
-    def load(self, rollout_id: str, generation: int, *, size: int | None) -> CachedLedger | None:
+    def load(
+        self, rollout_id: str, generation: int, *, size: int | None, fd: int | None = None
+    ) -> CachedLedger | None:
         """Under the lock: the ledger's current entries, from the cache and the new tail only.
 
-        ``size`` is the ledger's size when the caller has it open (a write). Returns ``None`` when no
+        ``size`` is the ledger's size when the caller has it open (a write), and ``fd`` the descriptor:
+        bytes are then read through it (``read_open``), with no second open. Returns ``None`` when no
         ledger file exists. The result is not yet in the cache; the caller puts it there.
 
         R-STORE-7: a cached entry is used only while the rollout's removal counter is the one it saw
@@ -229,7 +232,7 @@ class Ledgers:
             elif size == cached.end:
                 return cached  # the write's hot path: nothing appended since, nothing read
         if cached is not None:
-            got = fs.read(name, cached.end)
+            got = fs.read(name, cached.end) if fd is None else fs.read_open(fd, cached.end)
             if got is not None and order.cache_matches(cached, got[0]):
                 decoded = decode(got[1], start=cached.end, name=name, seed=cached.seed)
                 cached.extend(decoded.entries)
@@ -237,7 +240,7 @@ class Ledgers:
                 cached.seed = decoded.seed
                 return cached
         self._cache.drop(rollout_id)
-        got = fs.read(name, 0)
+        got = fs.read(name, 0) if fd is None else fs.read_open(fd, 0)
         if got is None:
             return None
         stat, data = got

@@ -102,6 +102,10 @@ class FileSystem(Protocol):
     def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
         """The file's stat and its bytes from ``offset`` to the end, or ``None`` when it does not exist."""
 
+    def read_open(self, fd: int, offset: int) -> tuple[FileStat, bytes]:
+        """The open file's stat and its bytes from ``offset`` to the end (``fstat`` and ``pread``: a cold
+        append reads the ledger through the descriptor it appends with, R-STORE-3)."""
+
     def head(self, name: str, limit: int) -> bytes | None:
         """The file's first ``limit`` bytes (all of them when it is shorter), or ``None`` when it does not
         exist: ``open``, one ``pread``, ``close`` (no ``fstat``; a removal's probe, R-STORE-4)."""
@@ -230,18 +234,21 @@ class OsFileSystem:
             self._noatime = 0
             return self.read(name, offset)
         try:
-            st = os.fstat(fd)
-            chunks: list[bytes] = []
-            position = offset
-            while position < st.st_size:
-                chunk = os.pread(fd, st.st_size - position, position)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                position += len(chunk)
-            return FileStat(st.st_ino, st.st_size), b"".join(chunks)
+            return self.read_open(fd, offset)
         finally:
             os.close(fd)
+
+    def read_open(self, fd: int, offset: int) -> tuple[FileStat, bytes]:
+        st = os.fstat(fd)
+        chunks: list[bytes] = []
+        position = offset
+        while position < st.st_size:
+            chunk = os.pread(fd, st.st_size - position, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+        return FileStat(st.st_ino, st.st_size), b"".join(chunks)
 
     def head(self, name: str, limit: int) -> bytes | None:
         try:
@@ -389,7 +396,9 @@ def _reserve_counters(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+#: Read-write, so that a cold append reads the ledger through the descriptor it appends with (``read_open``);
+#: the read may dirty the inode's atime, which the append's own fsync writes back with the new size anyway.
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC
 _APPEND_CREATE = _APPEND | os.O_CREAT
 
 

@@ -48,6 +48,7 @@ FAULTABLE_CALLS = (
     "unlock",
     "stat",
     "read",
+    "read_open",
     "head",
     "open_append",
     "write",

@@ -119,6 +119,9 @@ class HookedFileSystem:
             FsCall(method="read", name=name, args=(name, offset)), lambda: self.inner.read(name, offset)
         )
 
+    def read_open(self, fd: int, offset: int) -> tuple[FileStat, bytes]:
+        return self.around(self._on_fd("read_open", fd, offset), lambda: self.inner.read_open(fd, offset))
+
     def head(self, name: str, limit: int) -> bytes | None:
         return self.around(
             FsCall(method="head", name=name, args=(name, limit)), lambda: self.inner.head(name, limit)

@@ -108,7 +108,9 @@ def test_a_write_to_another_handles_live_ledger_looks_up_no_fence(fs: CountingFi
     fs.clear()
     other.record("r", _row("m1"))
     assert _fence_lookups(fs) == 0
-    assert fs.methods().count("read") == 1  # the rows this handle had not seen, once
+    # the rows this handle had not seen, once, through the descriptor it appends with: no second open
+    assert fs.methods().count("read_open") == 1 and "read" not in fs.methods()
+    assert fs.methods().count("open_append") == 1
 
 
 def test_a_write_to_a_rollout_without_rows_looks_for_the_fence_once(fs: CountingFileSystem) -> None:
