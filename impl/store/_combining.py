@@ -42,7 +42,7 @@ import errno
 import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -177,6 +177,15 @@ class RemovalQueue:
                     if not self.running and self._pending and self._pending[0] is request:
                         return self._combine(request, run, steps), True
                     request.woken.clear()
+        except BaseException:
+            # The wait itself raised (an interrupt, an injected fault): a request no batch took leaves the
+            # queue, and if no batch runs the next one is woken to combine, or nobody would ever wake it.
+            with self._mutex:
+                if request.batch == 0 and request in self._pending:
+                    self._pending.remove(request)
+                if not self.running and self._pending:
+                    self._pending[0].woken.set()
+            raise
         finally:
             self._live.pop(request.ticket, None)
         if not request.done:  # BROKEN (``await_combined_batch`` off): taken is not done
@@ -292,7 +301,7 @@ class Combiners:
 class _Registry:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.by_directory: weakref.WeakValueDictionary[tuple[int, int], Combiners] = (
+        self.by_directory: weakref.WeakValueDictionary[tuple[int, int, Hashable], Combiners] = (
             weakref.WeakValueDictionary()
         )
         self.live: weakref.WeakSet[Combiners] = weakref.WeakSet()
@@ -301,14 +310,17 @@ class _Registry:
 _REGISTRY = _Registry()
 
 
-def shared_combiners(directory: str | os.PathLike[str]) -> Combiners:
-    """The queues of ``directory`` in this process, the same for every handle on it (by device and inode;
-    kept while a handle holds them). A directory that cannot be looked up gets queues of its own."""
+def shared_combiners(directory: str | os.PathLike[str], settings: Hashable = ()) -> Combiners:
+    """The queues of ``directory`` in this process, the same for every handle on it with the same
+    ``settings`` (by device and inode; kept while a handle holds them). A request runs in its combiner's
+    batch, through the combiner's seam and ordering, so handles whose seam or ordering differ (a study's
+    recorder, ``fence_sync="file"`` beside ``"directory"``) must not share: the store passes them as
+    ``settings``. A directory that cannot be looked up gets queues of its own."""
     try:
         st = os.stat(directory)
     except OSError:
         return Combiners()
-    key = (st.st_dev, st.st_ino)
+    key = (st.st_dev, st.st_ino, settings)
     with _REGISTRY.lock:
         found = _REGISTRY.by_directory.get(key)
         if found is None:

@@ -95,7 +95,7 @@ class RemovalOrdering:
             is below 1.
     """
 
-    __slots__ = ("fence_sync", "syncfs_from")
+    __slots__ = ("fence_sync", "syncfs_failed", "syncfs_from")
 
     def __init__(self, *, fence_sync: FenceSync = "directory", syncfs_from: int | None = None) -> None:
         if fence_sync not in FENCE_SYNCS:
@@ -106,10 +106,14 @@ class RemovalOrdering:
             )
         self.fence_sync: FenceSync = fence_sync
         self.syncfs_from = syncfs_from
+        #: A batch's ``syncfs`` failed: from then on every fence is fsynced on its own (``by_syncfs``).
+        self.syncfs_failed = False
 
     def by_syncfs(self, size: int) -> bool:
         """Whether a retire of ``size`` IDs makes its fences durable with one ``syncfs`` (``syncfs_from``)."""
-        return self.fence_sync == "syncfs" or (self.syncfs_from is not None and size >= self.syncfs_from)
+        if self.fence_sync == "syncfs":
+            return True
+        return self.syncfs_from is not None and not self.syncfs_failed and size >= self.syncfs_from
 
     # ---------------------------------------------------------------------------------------- the steps
     def sync_fences(self, fs: FileSystem, syncs: Syncs, written: int, *, syncfs: bool = False) -> None:
@@ -184,7 +188,15 @@ class RemovalOrdering:
                         had_file.append((rollout_id, slot))
         if fenced is not None:
             fenced(had_rows)
-        self.sync_fences(fs, syncs, written, syncfs=whole)
+        try:
+            self.sync_fences(fs, syncs, written, syncfs=whole)
+        except OSError:
+            if whole and self.fence_sync == "file":
+                # R-STORE-13 for a batch's syncfs: Linux reports a writeback error once per descriptor, so a
+                # retry's syncfs could return 0 on fences it never wrote. This handle goes back to an fsync
+                # per fence (the retry fsyncs each fence, new or found, and then the directory).
+                self.syncfs_failed = True
+            raise
         unlinked = 0
         for stripe, group in by_stripe([rid for rid, _ in had_file], rollouts):  # phase 2
             with stripe_lock(fs, stripe):

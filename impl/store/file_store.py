@@ -37,7 +37,7 @@ import os
 import pathlib
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
@@ -159,7 +159,17 @@ class FileLineageStore:
         if combine_removals == "auto":
             # Only a store on its own seam and its own ordering: a study's or test's seam gets it when asked.
             combine_removals = self._owned is not None and own_ordering and ordering.fence_sync == "directory"
-        self._combiners = shared_combiners(self.directory) if combine_removals else None
+        # Handles share queues only when a batch run by either does what the other would: the same kind
+        # of seam, the same ordering and its settings, the same stripes (R-STORE-15).
+        settings: Hashable = (
+            type(fs),
+            type(ordering),
+            ordering.fence_sync,
+            ordering.syncfs_from,
+            getattr(ordering, "variant", None),
+            stripes,
+        )
+        self._combiners = shared_combiners(self.directory, settings) if combine_removals else None
         self._counters = Counters()
         self._ledgers = Ledgers(fs, ordering, self._cache, self._counters)
         logger.info(

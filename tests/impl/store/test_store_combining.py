@@ -222,12 +222,17 @@ def test_a_lone_caller_makes_exactly_the_seam_calls_it_makes_without_combining(t
 
 
 def test_queues_are_shared_by_directory_and_off_gives_none(tmp_path: Path) -> None:
-    first = FileLineageStore(tmp_path, combine_removals=True)
-    second = FileLineageStore(tmp_path, combine_removals=True)
-    assert first._combiners is second._combiners is shared_combiners(tmp_path)
+    first = FileLineageStore(tmp_path, combine_removals=True, fence_sync="directory")
+    second = FileLineageStore(tmp_path, combine_removals=True, fence_sync="directory")
+    assert first._combiners is not None and first._combiners is second._combiners
+    assert shared_combiners(tmp_path) is shared_combiners(tmp_path)
+    # A request runs in its combiner's batch, through the combiner's ordering: a handle that fsyncs each
+    # fence must not have its retire run by one that does not (it would silently lose its fsyncs).
+    careful = FileLineageStore(tmp_path, combine_removals=True, fence_sync="file")
+    assert careful._combiners is not None and careful._combiners is not first._combiners
     off = FileLineageStore(tmp_path, combine_removals=False)
     assert not off.combine_removals and off._combiners is None
-    for store in (first, second, off):
+    for store in (first, second, careful, off):
         store.close()
 
 
@@ -243,4 +248,47 @@ def test_auto_combines_only_where_fences_sync_with_the_directory(
     store.close()
     inner = OsFileSystem(tmp_path)
     assert not FileLineageStore(tmp_path, fs=inner, fence_sync="directory").combine_removals
+    inner.close_all()
+
+
+def test_a_waiter_whose_wait_raises_leaves_the_queue_and_the_next_one_combines(tmp_path: Path) -> None:
+    """A waiter whose ``await_sync`` raises (an interrupt, an injected fault) before any batch took its
+    request must leave the queue: else the running batch, ending, wakes that abandoned request and the
+    waiters behind it sleep for ever (found in review; this test hung without the fix)."""
+    _live(tmp_path, ["a", "b", "c"])
+    gate = Gate(waiters=2)
+    inner = OsFileSystem(tmp_path)
+
+    def raising(call: FsCall) -> None:
+        gate.note(call)
+        if call.method == "await_sync":
+            raise OSError(errno.EINTR, "injected: the wait was interrupted")
+
+    leader, quitter, patient = (_open(tmp_path, inner, hook) for hook in (gate.hold, raising, gate.note))
+    results: dict[str, object] = {}
+
+    def run(name: str, store: FileLineageStore, rollout_id: str) -> threading.Thread:
+        def body() -> None:
+            try:
+                results[name] = store.retire([rollout_id])
+            except OSError as error:
+                results[name] = error
+
+        thread = threading.Thread(target=body, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    leading = run("leader", leader, "a")
+    assert gate.held.wait(30)
+    quitting = run("quitter", quitter, "b")
+    quitting.join(30)
+    waiting = run("patient", patient, "c")
+    for thread in (leading, waiting):
+        thread.join(30)
+    assert not waiting.is_alive(), "the waiter behind the abandoned request was never woken"
+    assert isinstance(results["quitter"], OSError)
+    assert results["leader"] == {"removed": ["a"], "absent": []}
+    assert results["patient"] == {"removed": ["c"], "absent": []}
+    for store in (leader, quitter, patient):
+        store.close()
     inner.close_all()

@@ -10,18 +10,19 @@ configuration shows both paths clean under every model (``tests/impl/study/test_
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 import pytest
-from capture_ledger.impl.store import SYNCFS_FROM, Ordering, OsFileSystem, detect
+from capture_ledger.impl.store import SYNCFS_FROM, FileSystem, Ordering, OsFileSystem, detect
 from capture_ledger.impl.store.file_store import FileLineageStore
-from capture_ledger.impl.study import FsCall, HookedFileSystem
+from capture_ledger.impl.study import Fault, FaultyFileSystem, FsCall, HookedFileSystem
 
 
 class Counting(HookedFileSystem):
     """Counts each seam method called, and which files were fsynced."""
 
-    def __init__(self, inner: OsFileSystem) -> None:
+    def __init__(self, inner: FileSystem) -> None:
         super().__init__(inner, after=self._count)
         self.counts: dict[str, int] = {}
         self.fsynced: list[str] = []
@@ -86,3 +87,40 @@ def test_auto_uses_the_threshold_only_without_a_journal(tmp_path: Path) -> None:
 def test_the_threshold_goes_with_file_only(fence_sync: str, syncfs_from: int) -> None:
     with pytest.raises(ValueError, match="syncfs_from"):
         Ordering(fence_sync=fence_sync, syncfs_from=syncfs_from)  # type: ignore[arg-type]
+
+
+def test_after_a_failed_syncfs_the_retry_fsyncs_every_fence(tmp_path: Path) -> None:
+    """R-STORE-13 for the batch path: the retire raises, and the retry does not trust a second syncfs
+    (Linux reports a writeback error once per descriptor): it fsyncs each fence, found or new, and then
+    the directory, and from then on the handle fsyncs fences one by one."""
+    ids = [f"r{i:03d}" for i in range(SYNCFS_FROM)]
+    with FileLineageStore(tmp_path, fence_sync="directory") as writer:
+        for rollout_id in ids:
+            writer.record(rollout_id, {"model_call_id": "m"})
+    inner = OsFileSystem(tmp_path)
+    failed: list[str] = []
+
+    def plan(method: str, name: str) -> Fault | None:
+        if method == "syncfs" and not failed:
+            failed.append(method)
+            return Fault(errno.EIO, "before")
+        return None
+
+    faulty = FaultyFileSystem(inner, plan=plan)
+    seam = Counting(faulty)
+    ordering = Ordering(fence_sync="file", syncfs_from=SYNCFS_FROM)
+    store = FileLineageStore(tmp_path, fs=seam, ordering=ordering, combine_removals=False)
+    try:
+        with pytest.raises(OSError, match="syncfs"):
+            store.retire(ids)
+        assert ordering.syncfs_failed
+        seam.counts.clear()
+        seam.fsynced.clear()
+        assert store.retire(ids)["removed"] == ids
+        assert sorted(n for n in seam.fsynced if n.endswith(".retired")) == [
+            f"{i}.lineage.retired" for i in ids
+        ]
+        assert seam.counts.get("syncfs", 0) == 0 and seam.counts["sync_dir"] == 2
+    finally:
+        store.close()
+        inner.close_all()
