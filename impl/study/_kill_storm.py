@@ -46,7 +46,7 @@ __all__ = ["CRASH_FINDINGS", "KillStormResult", "kill_storm"]
 
 STRIPES = 8
 #: What a SIGKILL may leave for ``check`` (R-STORE-8); anything else is a violation.
-CRASH_FINDINGS = frozenset({"torn-tail", "interrupted-retire", "empty-ledger"})
+CRASH_FINDINGS = frozenset({"torn-tail", "interrupted-retire", "empty-ledger", "interrupted-create"})
 #: Operations each writer is given per round.
 _OPERATIONS = 40
 

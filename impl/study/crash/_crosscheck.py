@@ -100,6 +100,10 @@ def _schedule(recording: Recording) -> list[tuple[object, ...]]:
             found.append(("return", event.op, event.raised))
             continue
         name = getattr(event, "name", None) or names.get(getattr(event, "inode", -1), "")
+        # A ledger written under its temporary and renamed into place (R-STORE-3) is named by the path in
+        # one recorder and by the inode's final name in the other: both are the ledger's.
+        if name.startswith(".") and name.endswith(".new"):
+            name = name[1:-4]
         if LOCK_PREFIX in name:
             continue
         if isinstance(event, Write):
