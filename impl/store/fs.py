@@ -220,19 +220,24 @@ class OsFileSystem:
             return None
         return FileStat(st.st_ino, st.st_size)
 
-    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+    def _open_read(self, name: str) -> int | None:
         # O_NOATIME: a read must not dirty the inode (relatime updates atime on the first read after a
         # write), which would make the next fsync or unlink of the file write it back; refused (EPERM)
         # for files we do not own, then read without it.
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | self._noatime, dir_fd=self._dir_fd)
+            return os.open(name, os.O_RDONLY | os.O_CLOEXEC | self._noatime, dir_fd=self._dir_fd)
         except FileNotFoundError:
             return None
         except PermissionError:
             if not self._noatime:
                 raise
             self._noatime = 0
-            return self.read(name, offset)
+            return self._open_read(name)
+
+    def read(self, name: str, offset: int) -> tuple[FileStat, bytes] | None:
+        fd = self._open_read(name)
+        if fd is None:
+            return None
         try:
             return self.read_open(fd, offset)
         finally:
@@ -251,15 +256,9 @@ class OsFileSystem:
         return FileStat(st.st_ino, st.st_size), b"".join(chunks)
 
     def head(self, name: str, limit: int) -> bytes | None:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC | self._noatime, dir_fd=self._dir_fd)
-        except FileNotFoundError:
+        fd = self._open_read(name)
+        if fd is None:
             return None
-        except PermissionError:
-            if not self._noatime:
-                raise
-            self._noatime = 0  # as ``read``: a file we do not own
-            return self.head(name, limit)
         try:
             return os.pread(fd, limit, 0)
         finally:

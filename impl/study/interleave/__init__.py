@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from capture_ledger.impl.study.interleave._deepening import find_counterexample
 from capture_ledger.impl.study.interleave._explore import (
     ChoiceSchedule,
     Run,
@@ -9,7 +10,6 @@ from capture_ledger.impl.study.interleave._explore import (
     ScheduleExploration,
     ThreadSchedule,
     explore,
-    find_counterexample,
     run_schedule,
 )
 from capture_ledger.impl.study.interleave._histories import phased_client, random_operations

@@ -18,7 +18,7 @@ their syncs (one directory, one process), and a wait for a shared sync is a sche
 
 ``explore`` enumerates every schedule with at most ``preemption_bound`` preemptions (CHESS-style
 stateless search: replay a prefix, then run by default, then backtrack to the deepest decision with an
-untried thread); ``find_counterexample`` deepens the bound until a run fails. The issue's races are
+untried thread); ``_deepening.find_counterexample`` deepens the bound until a run fails. The issue's races are
 ``scenarios.SCENARIOS``; ``capture-ledger interleave [--ablate]`` (``interleave_cli``) prints the
 schedules explored and each guard-removed ``StoreVariant``'s counterexample.
 
@@ -78,7 +78,6 @@ __all__ = [
     "ScheduleExploration",
     "ThreadSchedule",
     "explore",
-    "find_counterexample",
     "run_schedule",
 ]
 
@@ -475,28 +474,3 @@ def explore(
             return ended(exhausted=True)
         if runs >= max_runs:
             return ended(exhausted=False)
-
-
-def find_counterexample(
-    scenario: Scenario,
-    *,
-    open_handle: OpenHandle,
-    max_preemptions: int = 2,
-    base_dir: str | Path | None = None,
-    timeout: float = 30.0,
-) -> tuple[Run | None, int]:
-    """The first failing run with the fewest preemptions (iterative deepening over ``explore``).
-
-    Returns:
-        The failing run (``None`` if every schedule up to ``max_preemptions`` passed) and the number of
-        runs made over all bounds.
-    """
-    total = 0
-    for bound in range(max_preemptions + 1):
-        found = explore(
-            scenario, open_handle=open_handle, preemption_bound=bound, base_dir=base_dir, timeout=timeout
-        )
-        total += found.runs
-        if found.failures:
-            return found.failures[0], total
-    return None, total

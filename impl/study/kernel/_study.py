@@ -42,6 +42,7 @@ from capture_ledger.spec.kit.crash import (
     CrashPoint,
     CrashViolation,
     Invoke,
+    Recording,
     Return,
     Workload,
     show_bytes,
@@ -49,7 +50,7 @@ from capture_ledger.spec.kit.crash import (
     violations_of,
 )
 
-__all__ = ["KernelBroken", "KernelCell", "OutsideModel", "kernel_cell", "trace_window"]
+__all__ = ["CrashPoints", "KernelBroken", "KernelCell", "OutsideModel", "kernel_cell", "trace_window"]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -131,12 +132,12 @@ def trace_window(marks: Sequence[tuple[int, int]], low: int, high: int, length: 
     return TraceWindow(completed=completed, reached=max(reached, completed), cuts=tuple(sorted(cuts)))
 
 
-class _Judge:
+class CrashPoints:
     """The crash point at each trace cut (``judgement.CrashPoint``: effects, history, allowed states),
-    computed once per recording."""
+    computed once per recording (the kernel study's and ``crash --target --kernel``'s)."""
 
-    def __init__(self, recorded: KernelRecording) -> None:
-        self.recording = recorded.recording
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
         self.ids = self.recording.workload.ids()
         self._cache: dict[int, CrashPoint] = {}
 
@@ -202,7 +203,7 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
     locks = {lock_file_name(s) for s in range(config.stripes)}
     chosen = list(models) if models is not None else [_at_block_size(m, fs.block) for m in MODELS.values()]
     views = {m.name: ModelView(recorded.recording, m, locks) for m in chosen}
-    judging = _Judge(recorded)
+    judging = CrashPoints(recorded.recording)
     ids = judging.ids
     kernel = f"{fs.name} (kernel)"
     inside = dict.fromkeys(views, 0)

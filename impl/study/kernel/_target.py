@@ -38,7 +38,7 @@ from capture_ledger.impl.study.kernel._compare import ModelView, reader_class
 from capture_ledger.impl.study.kernel._filesystems import FsConfig
 from capture_ledger.impl.study.kernel._recovery import Recoverer
 from capture_ledger.impl.study.kernel._states import crash_states, epochs, materialize
-from capture_ledger.impl.study.kernel._study import KernelBroken, OutsideModel
+from capture_ledger.impl.study.kernel._study import CrashPoints, KernelBroken, OutsideModel
 from capture_ledger.impl.study.kernel._target_recorder import (
     TargetKernelRecording,
     record_target_on_kernel,
@@ -46,18 +46,13 @@ from capture_ledger.impl.study.kernel._target_recorder import (
     window_text,
 )
 from capture_ledger.impl.study.kernel._timeline import block_timeline
-from capture_ledger.spec.crash.contract import allowed_states
-from capture_ledger.spec.crash.durability import MODELS, DiskImage, PersistenceModel, describe_effect
+from capture_ledger.spec.crash.durability import MODELS, DiskImage, PersistenceModel
 from capture_ledger.spec.kit.crash import (
     WORKLOADS,
-    CrashPoint,
-    Invoke,
     ReadBack,
     Recording,
-    Return,
     TargetReader,
     show_bytes,
-    spans_at,
     violations_of,
 )
 from capture_ledger.spec.kit.crash.strace import Target, TraceError, supported
@@ -208,26 +203,6 @@ def _read_tree(directory: Path) -> DiskImage | None:
     return DiskImage.of(files, directories)
 
 
-class _Points:
-    """The crash point at each trace cut of one recording, computed once."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-        self.ids = recording.workload.ids()
-        self._cache: dict[int, CrashPoint] = {}
-
-    def at(self, cut: int) -> CrashPoint:
-        if cut not in self._cache:
-            effects = [e for e in self.recording.trace[:cut] if not isinstance(e, Invoke | Return)]
-            labels = [describe_effect(e, self.recording.inode_names) for e in effects]
-            spans = spans_at(self.recording, cut)
-            allowed = {rid: allowed_states(spans, rid) for rid in self.ids}
-            self._cache[cut] = CrashPoint(
-                cut=cut, effects=effects, labels=labels, spans=spans, allowed=allowed
-            )
-        return self._cache[cut]
-
-
 def _finding(
     recorded: TargetKernelRecording,
     model: PersistenceModel,
@@ -267,7 +242,7 @@ def _judge_recording(
         chosen = sorted(random.Random(seed).sample(range(len(candidates)), max_states))
         states = [candidates[i] for i in chosen]
     view = ModelView(recording, model, _volatile(recording), limit=_MODEL_LIMIT)
-    points = _Points(recording)
+    points = CrashPoints(recording)
     kernel = f"{recorded.fs.name} (kernel)"
     timelines = recorded.kernel_recording()
     inside = outside = unknown = unrecoverable = 0
