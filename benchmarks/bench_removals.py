@@ -9,14 +9,20 @@ round on a fresh directory of Live ledgers:
 - ``one-at-a-time``: ``combine_removals=False, group_commit=False``: each call its own path and syncs;
 - ``group commit``: ``combine_removals=False, group_commit=True``: each call its own path, shared syncs.
 
-Printed per mode: retires per second (calls over the wall time from the start barrier to the last return;
-median over rounds), latency p50 and p99 over every call of every round, syncs per call, and the ratios
-against one-at-a-time; with ``--strace`` also system calls per retired ID, counted by ``strace -f -c`` on a
-child process running the same load once per mode (strace's own overhead makes its times meaningless; only
-its counts are used). The load average (``os.getloadavg``) is printed before and after.
+Printed per directory and mode: retires per second (calls over the wall time from the start barrier to the
+last return; median over rounds), latency p50 and p99 over every call of every round, the process's CPU
+time per retire (user + system, every thread; the machine may be shared, so CPU is steadier than wall
+time), syncs per call, calls per batch, and the ratios against one-at-a-time; with ``--strace`` also system
+calls per retired ID, counted by ``strace -f -c`` on a child process running the same load once per mode
+(strace's own overhead makes its times meaningless; only its counts are used). The load average
+(``os.getloadavg``) is printed before and after each directory.
 
-Run: ``BENCH_DIR=<dir> python benchmarks/bench_removals.py [--callers 256] [--calls 4] [--rounds 3]
-[--strace] [--json]``.
+``--dirs`` runs several file systems side by side in one run (``label=path`` pairs, comma-separated: e.g.
+the disk, a journaled ext4 image, a tmpfs), each detected with ``detect`` and opened with ``fence_sync``
+``"auto"`` unless ``--fence-sync`` says otherwise; without it, ``BENCH_DIR`` (or the temporary directory).
+
+Run: ``BENCH_DIR=<dir> python benchmarks/bench_removals.py [--dirs disk=/a,journal=/b,tmpfs=/c]
+[--callers 256] [--calls 4] [--rounds 3] [--strace] [--json]``.
 """
 
 from __future__ import annotations
@@ -62,9 +68,10 @@ FILE_CALLS = frozenset(
 
 @dataclass
 class Round:
-    """One timed round: wall seconds, every call's latency (s), syncs issued, calls and batches."""
+    """One timed round: wall and CPU seconds, every call's latency (s), syncs issued, calls and batches."""
 
     seconds: float
+    cpu: float
     latencies: list[float]
     syncs: int
     calls: int
@@ -110,10 +117,10 @@ def run_round(root: Path, *, callers: int, calls: int, mode: str, fence_sync: st
     for thread in threads:
         thread.start()
     barrier.wait()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     for thread in threads:
         thread.join()
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     if failures:
         raise failures[0]
     stats = store.statistics()
@@ -124,7 +131,7 @@ def run_round(root: Path, *, callers: int, calls: int, mode: str, fence_sync: st
         raise AssertionError(f"{len(leftover)} ledgers left")
     batches = stats.removal_batches if combine else callers * calls
     latencies_all = [x for mine in latencies for x in mine]
-    return Round(seconds, latencies_all, stats.syncs_issued, callers * calls, batches)
+    return Round(seconds, cpu, latencies_all, stats.syncs_issued, callers * calls, batches)
 
 
 def _summary(rounds: list[Round]) -> dict[str, float]:
@@ -134,6 +141,7 @@ def _summary(rounds: list[Round]) -> dict[str, float]:
         "retires_per_s": statistics.median(rates),
         "p50_ms": 1000 * every[len(every) // 2],
         "p99_ms": 1000 * every[min(len(every) - 1, int(len(every) * 0.99))],
+        "cpu_us_per_call": 1e6 * sum(r.cpu for r in rounds) / sum(r.calls for r in rounds),
         "syncs_per_call": sum(r.syncs for r in rounds) / sum(r.calls for r in rounds),
         "calls_per_batch": sum(r.calls for r in rounds) / sum(r.batches for r in rounds),
     }
@@ -174,25 +182,16 @@ def strace_counts(
     return {"syscalls_per_id": (with_retires - without) / ids}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--callers", type=int, default=256, help="concurrent callers (threads)")
-    parser.add_argument("--calls", type=int, default=4, help="one-ID retires per caller per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode (rotating order)")
-    parser.add_argument("--modes", default=",".join(MODES), help="modes to run, comma-separated")
-    parser.add_argument("--fence-sync", default="auto", help="the store's fence_sync (default: auto)")
-    parser.add_argument("--strace", action="store_true", help="also count system calls per ID (strace)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    modes = [m for m in args.modes.split(",") if m]
-    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    results: dict[str, Any] = {"date": started, "callers": args.callers, "calls": args.calls}
-    results["load_before"] = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="bench-rm-", dir=os.environ.get("BENCH_DIR")) as name:
+def bench_directory(base: Path, args: argparse.Namespace, modes: list[str]) -> dict[str, Any]:
+    """Every mode of ``modes`` on a temporary directory under ``base``, rounds in rotating order."""
+    results: dict[str, Any] = {"load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="bench-rm-", dir=base) as name:
         root = Path(name)
         detected = detect(root)
         results["file_system"] = detected.reason
         results["fence_sync"] = detected.fence_sync if args.fence_sync == "auto" else args.fence_sync
+        results["syncfs_from"] = detected.syncfs_from if args.fence_sync == "auto" else None
+        results["combine_auto"] = FileLineageStore(root, fence_sync=args.fence_sync).combine_removals
         rounds: dict[str, list[Round]] = {m: [] for m in modes}
         for n in range(args.rounds):
             for mode in modes[n % len(modes) :] + modes[: n % len(modes)]:
@@ -208,29 +207,63 @@ def main(argv: list[str] | None = None) -> int:
                     strace_counts(root, callers=args.callers, calls=1, mode=mode, fence_sync=args.fence_sync)
                 )
     results["load_after"] = os.getloadavg()
-    base = summaries.get("one-at-a-time")
+    base_mode = summaries.get("one-at-a-time")
     for summary in summaries.values():
-        if base is not None:
-            summary["throughput_vs_one_at_a_time"] = summary["retires_per_s"] / base["retires_per_s"]
-            summary["p99_vs_one_at_a_time"] = summary["p99_ms"] / base["p99_ms"]
+        if base_mode is not None:
+            summary["throughput_vs_one_at_a_time"] = summary["retires_per_s"] / base_mode["retires_per_s"]
+            summary["p99_vs_one_at_a_time"] = summary["p99_ms"] / base_mode["p99_ms"]
+            summary["cpu_vs_one_at_a_time"] = summary["cpu_us_per_call"] / base_mode["cpu_us_per_call"]
     results["modes"] = summaries
+    return results
+
+
+def _directories(spec: str) -> dict[str, Path]:
+    if not spec:
+        return {"dir": Path(os.environ.get("BENCH_DIR") or tempfile.gettempdir())}
+    found: dict[str, Path] = {}
+    for item in spec.split(","):
+        label, _, path = item.rpartition("=")
+        found[label or path] = Path(path)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dirs", default="", help="label=path pairs, comma-separated (default: BENCH_DIR)")
+    parser.add_argument("--callers", type=int, default=256, help="concurrent callers (threads)")
+    parser.add_argument("--calls", type=int, default=4, help="one-ID retires per caller per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode (rotating order)")
+    parser.add_argument("--modes", default=",".join(MODES), help="modes to run, comma-separated")
+    parser.add_argument("--fence-sync", default="auto", help="the store's fence_sync (default: auto)")
+    parser.add_argument("--strace", action="store_true", help="also count system calls per ID (strace)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    results: dict[str, Any] = {"date": started, "callers": args.callers, "calls": args.calls}
+    results["directories"] = {
+        label: bench_directory(path, args, modes) for label, path in _directories(args.dirs).items()
+    }
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(
-        f"{started}  {results['file_system']}  fence_sync={results['fence_sync']}  "
-        f"callers={args.callers} calls={args.calls} rounds={args.rounds}"
-    )
-    print(f"load average before {results['load_before']}, after {results['load_after']}")
-    header = f"{'mode':<15}{'retires/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'syncs/call':>11}{'calls/batch':>12}"
-    print(header + f"{'x thr':>7}{'x p99':>7}{'syscalls/ID':>12}")
-    for mode, s in summaries.items():
+    print(f"{started}  callers={args.callers} calls={args.calls} rounds={args.rounds}")
+    header = f"{'dir':<9}{'mode':<15}{'retires/s':>10}{'p50 ms':>8}{'p99 ms':>8}{'CPU us':>8}{'syncs':>7}"
+    print(header + f"{'/batch':>8}{'x thr':>7}{'x p99':>7}{'x CPU':>7}{'calls/ID':>9}")
+    for label, found in results["directories"].items():
         print(
-            f"{mode:<15}{s['retires_per_s']:>10,.0f}{s['p50_ms']:>9.1f}{s['p99_ms']:>9.1f}"
-            f"{s['syncs_per_call']:>11.2f}{s['calls_per_batch']:>12.1f}"
-            f"{s.get('throughput_vs_one_at_a_time', 0):>7.2f}{s.get('p99_vs_one_at_a_time', 0):>7.2f}"
-            f"{s.get('syscalls_per_id', float('nan')):>12.1f}"
+            f"{label}: {found['file_system']}; fence_sync={found['fence_sync']} "
+            f"syncfs_from={found['syncfs_from']} combine auto={found['combine_auto']}; load average "
+            f"{' '.join(f'{x:.2f}' for x in found['load_before'])} -> "
+            f"{' '.join(f'{x:.2f}' for x in found['load_after'])}"
         )
+        for mode, s in found["modes"].items():
+            print(
+                f"{label:<9}{mode:<15}{s['retires_per_s']:>10,.0f}{s['p50_ms']:>8.1f}{s['p99_ms']:>8.1f}"
+                f"{s['cpu_us_per_call']:>8.0f}{s['syncs_per_call']:>7.2f}{s['calls_per_batch']:>8.1f}"
+                f"{s.get('throughput_vs_one_at_a_time', 0):>7.2f}{s.get('p99_vs_one_at_a_time', 0):>7.2f}"
+                f"{s.get('cpu_vs_one_at_a_time', 0):>7.2f}{s.get('syscalls_per_id', float('nan')):>9.1f}"
+            )
     return 0
 
 

@@ -97,7 +97,8 @@ class FileLineageStore:
             own ordering (no ``ordering``), and that syncs fences with
             ``fence_sync="directory"`` (journaled file systems, tmpfs), where combining measured 1.7-2x
             faster, and not with ``"file"`` or ``"syncfs"`` (ext4 without a journal), where one combiner
-            serialized the disk's costly creates, unlinks and fence fsyncs (0.2-0.8x).
+            serialized the disk's costly creates, unlinks and fence fsyncs (0.2-0.8x; 0.25-1.13x with the
+            batch's one ``syncfs``, bounded by the kernel's inode allocation for each new fence).
         fence_sync: how retire makes new fences durable: ``"auto"`` (the default: the cheapest option safe
             on the directory's file system, detected at open, R-STORE-10), ``"directory"``, ``"file"`` or
             ``"syncfs"``; shorthand for ``ordering=Ordering(fence_sync=...)``. Read the choice back as

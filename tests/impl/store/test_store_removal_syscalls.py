@@ -10,7 +10,8 @@ batch of 256 over 64 stripes makes 128 ``flock`` pairs per phase, not 256.
 A retire's probe of an uncached ledger reads its first ``PROBE_BYTES`` with one ``pread`` and no ``fstat``
 (``FileSystem.head``), and each stripe's removal counters are bumped with one read and one write per batch
 (``FileSystem.advance_generations``). Not met: the goal of ≤ 6 calls per retired ID; what is left of the
-8.5 needs a protocol change (docs/followups.md §Removals at scale).
+8.5 (probe 3, fence 2, re-check 1, unlink 1, locks 1, counters 0.5) needs a protocol change: the probe as
+one ``stat`` measured 6.51 and waits for SPEC.md (docs/group-commit.md §System calls per removal).
 """
 
 from __future__ import annotations
