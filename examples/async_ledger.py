@@ -20,7 +20,8 @@ How it meets SPEC.md:
 Not guaranteed: durability of any kind (it is memory: a crash, or closing the last handle, forgets
 everything, so the crash contract R-CRASH-1..4 is out of its reach and the crash layer does not apply);
 sharing between processes (each process has its own state per workspace); use of one workspace's handles
-from several event loops at once (the lock belongs to one loop).
+from several event loops at once (the lock belongs to one loop: ``crash --target`` runs a coroutine ledger's
+threaded workloads as tasks of one loop for this reason, docs/crash-target.md §How it works).
 """
 
 from __future__ import annotations

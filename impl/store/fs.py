@@ -139,7 +139,9 @@ class FileSystem(Protocol):
         """Flush the whole file system holding the directory (``syncfs(2)``)."""
 
     def listdir(self) -> list[str]:
-        """The names in the directory (for ``check``; never on a hot path)."""
+        """The names the directory holds when called, listed through a descriptor opened for the listing
+        (``openat`` of the directory, ``getdents64`` until the end, ``close``; for ``check``, never on a
+        hot path)."""
 
     def fstat(self, fd: int) -> FileStat:
         """The inode and size of an open file."""
@@ -313,7 +315,15 @@ class OsFileSystem:
         _syncfs(self._dir_fd)
 
     def listdir(self) -> list[str]:
-        return sorted(os.listdir(self._dir_fd))
+        # A descriptor of its own per listing (openat of "." through the handle's, so the same directory
+        # even if its path changed): a listing through a long-lived descriptor shows, on btrfs, only the
+        # entries the directory held when that descriptor was opened or last rewound, and two threads
+        # listing through one open file description would share its offset.
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self._dir_fd)
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
 
     def fstat(self, fd: int) -> FileStat:
         st = os.fstat(fd)

@@ -15,7 +15,9 @@ still hold); ``END`` follows the last operation. Everything is torn down in
 ``finally`` (unmount, detach, stop the daemon), whatever failed.
 
 The result, ``KernelRecording``, holds the ordinary ``Recording`` (the model study's input: baseline and
-trace), the image at ``START`` and the log between ``START`` and ``END``.
+trace, and the faults the workload's plan injected, ``Recording.injected``, as ``recording.record`` keeps
+them: a requested fault the run never injected is ``Recording.not_injected``, "not exercised"), the image at
+``START`` and the log between ``START`` and ``END``.
 
 Not guaranteed: block I/O that nobody waited for (background writeback, the journal's timer) lands in the
 log where it happened to run; workloads are short so that it rarely does.
@@ -105,9 +107,9 @@ def _drive(
         setup.syncfs()  # the baseline is durable before START
     finally:
         setup.close_all()
-    # A directory descriptor of its own for the recording: btrfs lists, through a descriptor read before,
-    # only the entries it held when that descriptor was last rewound (POSIX leaves later ones unspecified),
-    # so the setup's descriptor would miss the setup's ledgers in the recorder's baseline.
+    # A handle of its own for the recording. It was needed while OsFileSystem.listdir read a long-lived
+    # descriptor (btrfs lists through one only the entries it held when last rewound, so the setup's
+    # would have missed the setup's ledgers); listdir now opens the directory afresh per listing.
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
         recorder, run = operation_runner(workload, inner, lambda seam: MarkingRecorder(seam, mark))
@@ -123,6 +125,7 @@ def _drive(
             threads=tuple(recorder.threads),
             inode_names=recorder.inode_names(),
             paused=paused,
+            injected=tuple(recorder.injected),
         )
     finally:
         inner.close_all()

@@ -2,8 +2,8 @@
 R-CRASH-1..4, R-STATE-3; docs/crash-target.md §On the real kernel).
 
 ``kernel_target(target, fs, root)`` runs the target's crash workloads — the catalogue's, those its
-operations support (``strace.supported``), the ones ``crash --target`` runs — on one real image of ``fs``
-under strace (``target_recorder``), then for every recording:
+operations support (``strace.supported``), the ones ``crash --target`` runs — each on a real image of ``fs``
+of its own, under strace (``target_recorder``), then for every recording:
 
 1. cuts its block log into crash states the CrashMonkey way (``states``: every prefix of each epoch, a
    seeded sample of other subsets; at most ``max_states`` per recording, a seeded sample beyond);
@@ -17,7 +17,8 @@ under strace (``target_recorder``), then for every recording:
    outside it is a finding about the model, with its block-level timeline, never a verdict on the ledger.
 
 The verdict (``TargetKernelResult.verdict``): ``violation`` when some state breaks a clause; else
-``unknown`` when a recording's states were cut to ``max_states`` or no workload ran; else ``ok``.
+``unknown`` when a recording's states were cut to ``max_states``, a requested fault was never injected (the
+ledger made no such call: ``not_exercised``, as ``crash --target`` names it) or no workload ran; else ``ok``.
 
 Not guaranteed: states the kernel could leave that the log does not show (writes nobody waited for are
 taken in log order; a block is never torn; subsets of a large epoch are sampled, as the kernel study's);
@@ -52,6 +53,7 @@ from capture_ledger.spec.kit.crash import (
     ReadBack,
     Recording,
     TargetReader,
+    describe_fault,
     show_bytes,
     violations_of,
 )
@@ -82,7 +84,8 @@ _VOLATILE = ("-shm",)
 @dataclass(kw_only=True, frozen=True, slots=True)
 class TargetKernelCell:
     """One recording on the kernel: states judged (``sampled``: cut to the budget), how many lay inside,
-    outside or beyond (``unknown``) the model, those the kernel would not mount, the broken clauses."""
+    outside or beyond (``unknown``) the model, those the kernel would not mount, the broken clauses, and the
+    workload's requested faults the run never injected (``not_exercised``, described)."""
 
     workload: str
     states: int
@@ -96,6 +99,7 @@ class TargetKernelCell:
     findings: tuple[OutsideModel, ...]
     record_seconds: float
     seconds: float
+    not_exercised: tuple[str, ...] = ()
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -112,10 +116,11 @@ class TargetKernelResult:
 
     @property
     def verdict(self) -> str:
-        """``violation``, ``unknown`` (states sampled beyond the budget, or nothing ran) or ``ok``."""
+        """``violation``, ``unknown`` (states sampled beyond the budget, a fault never injected, or nothing
+        ran) or ``ok``."""
         if any(c.broken for c in self.cells):
             return "violation"
-        if not self.cells or any(c.sampled for c in self.cells):
+        if not self.cells or any(c.sampled or c.not_exercised for c in self.cells):
             return "unknown"
         return "ok"
 
@@ -154,6 +159,9 @@ class TargetKernelResult:
             "model_unknown": sum(c.unknown for c in self.cells),
             "unrecoverable": sum(c.unrecoverable for c in self.cells),
             "sampled": sorted({c.workload for c in self.cells if c.sampled}),
+            "not_exercised": [
+                {"workload": c.workload, "fault": f} for c in self.cells for f in c.not_exercised
+            ],
             "workloads": [c.workload for c in self.cells],
             "findings": [
                 {
@@ -308,6 +316,7 @@ def _judge_recording(
         findings=tuple(findings),
         record_seconds=recorded.seconds,
         seconds=time.perf_counter() - started,
+        not_exercised=tuple(describe_fault(f) for f in recording.not_injected()),
     )
 
 

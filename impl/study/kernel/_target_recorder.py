@@ -1,17 +1,22 @@
 """Recording any ledger's crash workloads on a real file-system image, under strace (SPEC.md §Crash,
 R-CRASH-1..4; docs/crash-target.md §On the real kernel).
 
-``record_target_on_kernel(target, workloads, fs, root)`` makes one fresh image of ``fs``, serves it through
-the block-log daemon, attaches a loop device with direct I/O over it and mounts it, as ``recorder`` does for
-our own store; then, for each workload, it runs ``spec.kit.crash.strace.record_positions`` — the very recorder
-of ``crash --target``: the setup, reference and faulted runs, each a child process under strace — with its
-workspace on the mounted image. The target is opened through ``target_factory.open_marked``, which makes the
-workspace durable and marks ``START`` when a run opens its first handle, ``I``/``R`` around each protocol call
-and ``END`` after the last close; the recorder writes ``W <n>`` before workload ``n``. The strace recorder's
-plan and trace files are symbolic links to ``root``, off the image, so the log holds the ledger's writes only.
-After the mounts are torn down the log is cut: a workload that gave ``k`` recordings (one per fault position)
-owns the last ``k`` ``START``/``END`` segments after its ``W`` mark (the earlier ones are its setup and
-reference runs), each with the image at its ``START`` as base.
+``record_target_on_kernel(target, workloads, fs, root)`` gives each workload a fresh image of ``fs`` of its
+own (made by mkfs on a zeroed file), serves it through the block-log daemon, attaches a loop device with
+direct I/O over it and mounts it, as ``recorder`` does for our own store; there it runs
+``spec.kit.crash.strace.record_positions`` — the very recorder of ``crash --target``: the setup, reference and
+faulted runs, each a child process under strace — with the workspace on the mounted image. Its own image makes
+a workload's recording independent of the workloads run before it: no block or inode table holds what another
+left (without a journal a crash may show such old bytes in a file, and on one shared image the directory
+ledger's verdict moved between runs; the image costs about half a second per workload, and zeroing a shared
+image's free blocks, though cheaper, left the verdict moving: docs/crash-target.md §On the real kernel). The
+target is opened through ``target_factory.open_marked``, which makes the workspace durable and marks ``START``
+when a run opens its first handle, ``I``/``R`` around each protocol call and ``END`` after the last close; the
+recorder writes ``W <n>`` before workload ``n`` on its image. The strace recorder's plan and trace files are
+symbolic links to ``root``, off the image, so the log holds the ledger's writes only. After the image's mounts
+are torn down its log is cut: a workload that gave ``k`` recordings (one per fault position) owns the last
+``k`` ``START``/``END`` segments after its ``W`` mark (the earlier ones are its setup and reference runs),
+each with the image at its ``START`` as base.
 
 Each ``I``/``R`` mark is mapped to the trace: the ``n``-th call on thread ``t`` is the ``n``-th ``Invoke`` of
 ``t``. A mark gets two counts of trace events: ``lower`` (events surely complete when it was written:
@@ -19,9 +24,10 @@ those up to the thread's own event before it) and ``upper`` (events that may hav
 thread's own next event); for one thread they are equal. ``target_window`` turns them into the kernel
 study's ``TraceWindow``: completed from ``lower`` before the crash, reached from ``upper`` after it.
 
-Not guaranteed: block writes nobody waited for land where they happened to run (as in ``recorder``); under
-``ext4-nojournal``, a free block may hold bytes of an earlier run or workload on the same image, which the
-model's freed bytes do not list (a state showing them would be reported outside the model).
+Not guaranteed: block writes nobody waited for land where they happened to run (as in ``recorder``), so a
+second run may log other writes (timing); under ``ext4-nojournal`` a free block may hold bytes of the same
+workload's setup or reference run (the same bytes in every run), which the model's freed bytes do not list
+beyond the setup's (a state showing them would be reported outside the model).
 """
 
 from __future__ import annotations
@@ -178,34 +184,14 @@ def _segments(records: Sequence[LogRecord]) -> dict[int, list[tuple[int, int]]]:
     return segments
 
 
-def record_target_on_kernel(
-    target: Target,
-    workloads: Sequence[Workload],
-    fs: FsConfig,
-    root: Path,
-    *,
-    park_delay: float = PARK_DELAY,
-) -> tuple[list[TargetKernelRecording], list[tuple[str, str]]]:
-    """Record each of ``workloads`` on ``target`` on one fresh ``fs`` image (see the module docstring).
-
-    Args:
-        target: the ledger factory.
-        workloads: crash workloads the target supports (``strace.supported``).
-        fs: the file-system configuration.
-        root: an empty scratch directory (``host.workspace``).
-        park_delay: seconds a parked operation is held.
-
-    Returns:
-        The recordings, and ``(workload, why)`` for each workload that could not be recorded.
-
-    Raises:
-        KernelSetupError: a setup step of the image failed (everything set up is torn down first).
-    """
-    root.mkdir(parents=True, exist_ok=True)
+def _record_workload(
+    target: Target, index: int, workload: Workload, fs: FsConfig, root: Path, *, park_delay: float
+) -> tuple[list[TargetKernelRecording], str | None]:
+    """Record ``workload`` (the ``index``-th) on ``target`` on a fresh ``fs`` image of its own: its
+    recordings, or why it could not be recorded."""
+    root.mkdir(parents=True)
     base_path, log = root / "base.img", root / "block.log"
     base = make_image(base_path, fs)
-    done: list[tuple[int, Workload, tuple[Recording, ...], float]] = []
-    failed: list[tuple[str, str]] = []
     with (
         fuse_daemon(root / "fuse", log, base_path) as control,
         loop_device(root / "fuse" / "disk.img", direct_io=True) as device,
@@ -217,42 +203,36 @@ def record_target_on_kernel(
         wrapped = Target(target=FACTORY, options=options, label=target.name, cwd=target.cwd)
         fd = os.open(control, os.O_WRONLY)
         try:
-            for index, workload in enumerate(workloads):
-                os.write(fd, f"MARK W {index}".encode())
-                scratch = mount / TRACE_DIRECTORY / workload.name
-                side = root / "side" / workload.name
-                scratch.mkdir()
-                side.mkdir(parents=True)
-                for name in _OFF_IMAGE:
-                    (scratch / name).symlink_to(side / name)
-                began = time.perf_counter()
-                try:
-                    recordings = record_positions(wrapped, workload, scratch, park_delay=park_delay)
-                except TraceError as error:
-                    failed.append((workload.name, str(error)))
-                    continue
-                finally:
-                    shutil.rmtree(scratch, ignore_errors=True)  # frees the image's few inodes for the next
-                done.append((index, workload, recordings, (time.perf_counter() - began) / len(recordings)))
+            os.write(fd, f"MARK W {index}".encode())
+            scratch = mount / TRACE_DIRECTORY / workload.name
+            side = root / "side"
+            scratch.mkdir()
+            side.mkdir()
+            for name in _OFF_IMAGE:
+                (scratch / name).symlink_to(side / name)
+            began = time.perf_counter()
+            try:
+                recordings = record_positions(wrapped, workload, scratch, park_delay=park_delay)
+            except TraceError as error:
+                return [], str(error)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            seconds = (time.perf_counter() - began) / len(recordings)
         finally:
             os.close(fd)
     records = read_log(log)
-    segments = _segments(records)
-    wanted: dict[int, tuple[Workload, Recording, int, float]] = {}
-    for index, workload, recordings, seconds in done:
-        runs = segments.get(index, [])
-        if len(runs) < len(recordings):
-            failed.append(
-                (workload.name, f"the block log has {len(runs)} START/END runs, not {len(recordings)}")
-            )
-            continue
-        for recording, run in zip(recordings, runs[-len(recordings) :], strict=True):
-            wanted[run[0]] = (workload, recording, run[1], seconds)
+    runs = _segments(records).get(index, [])
+    if len(runs) < len(recordings):
+        return [], f"the block log has {len(runs)} START/END runs, not {len(recordings)}"
+    wanted = {
+        run[0]: (recording, run[1])
+        for recording, run in zip(recordings, runs[-len(recordings) :], strict=True)
+    }
     found: list[TargetKernelRecording] = []
     image = bytearray(base)
     for position, record in enumerate(records):
         if position in wanted:
-            workload, recording, end, seconds = wanted[position]
+            recording, end = wanted[position]
             segment = records[position + 1 : end]
             texts = [
                 (i, r.text) for i, r in enumerate(segment) if r.op == MARK and r.text[:2] in ("I ", "R ")
@@ -270,5 +250,44 @@ def record_target_on_kernel(
             )
         if record.op == WRITE:
             image[record.offset : record.offset + len(record.data)] = record.data
-    shutil.rmtree(root / "side", ignore_errors=True)
+    return found, None
+
+
+def record_target_on_kernel(
+    target: Target,
+    workloads: Sequence[Workload],
+    fs: FsConfig,
+    root: Path,
+    *,
+    park_delay: float = PARK_DELAY,
+) -> tuple[list[TargetKernelRecording], list[tuple[str, str]]]:
+    """Record each of ``workloads`` on ``target``, each on a fresh ``fs`` image of its own (see the module
+    docstring).
+
+    Args:
+        target: the ledger factory.
+        workloads: crash workloads the target supports (``strace.supported``).
+        fs: the file-system configuration.
+        root: an empty scratch directory (``host.workspace``).
+        park_delay: seconds a parked operation is held.
+
+    Returns:
+        The recordings, in the order of ``workloads``, and ``(workload, why)`` for each workload that could
+        not be recorded.
+
+    Raises:
+        KernelSetupError: a setup step of an image failed (everything set up is torn down first).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    found: list[TargetKernelRecording] = []
+    failed: list[tuple[str, str]] = []
+    for index, workload in enumerate(workloads):
+        directory = root / f"w{index}"
+        try:
+            recordings, why = _record_workload(target, index, workload, fs, directory, park_delay=park_delay)
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)  # the image and its log: one workload's at a time
+        found += recordings
+        if why is not None:
+            failed.append((workload.name, why))
     return found, failed

@@ -1,13 +1,14 @@
 """``crash --target TARGET --kernel``: any ledger's crash states on the real kernel (docs/crash-target.md
 §On the real kernel).
 
-Real components: the target's workloads run under strace on a real ext4, XFS or btrfs image served through
-the block-log daemon, each crash state is recovered by the kernel and read back by a fresh handle of the
-target in a child process. Where the machine lacks what the kernel study needs (root, ``/dev/fuse``, loop
-devices, e2fsprogs, the ``kernel`` extra) the kernel tests are skipped, naming what is missing — and in CI
-(``CI=true``) they fail instead. Fast tier (about 10 s): the JSON shape on one workload, the directory
-ledger that skips the fsync of an append broken (R-CRASH-1), the exit 2 cases. Slow tier: the directory
-example over the default workloads on ext4-ordered (ok) and on btrfs (ok, with the model findings pinned).
+Real components: the target's workloads run under strace on a real ext4, XFS or btrfs image served through the
+block-log daemon, each crash state is recovered by the kernel and read back by a fresh handle of the target in
+a child process. Where the machine lacks what the kernel study needs (root, ``/dev/fuse``, loop devices,
+e2fsprogs, the ``kernel`` extra) the kernel tests are skipped, naming what is missing — and in CI
+(``CI=true``) they fail instead. Fast tier (about 10 s): the JSON shape on one workload, the directory ledger
+that skips the fsync of an append broken (R-CRASH-1), the async example's threaded workload run on one event
+loop and its fault never injected named, the exit 2 cases. Slow tier: the directory example over the default
+workloads on ext4-ordered (ok) and on btrfs (ok, with the model findings pinned).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from capture_ledger.impl.study.kernel import (
 )
 
 DIRECTORY = "examples.directory_ledger:open_ledger"
+#: An in-memory ledger with coroutine methods (examples/async_ledger.py): it makes no file calls at all.
+ASYNC = "examples.async_ledger:open_ledger"
 #: A seeded bug the model study catches (examples/bugs): ``record`` returns without an fsync of the log.
 NO_FSYNC = "examples.bugs.directory_bugs:open_dir_append_without_fsync"
 #: The pinned top-level keys (those of ``crash --target --json`` plus the kernel's).
@@ -98,6 +101,69 @@ def test_a_skipped_fsync_is_broken_on_the_kernel(capsys: pytest.CaptureFixture[s
     assert "returned: Record" in summary["broken"][0]["timeline"]  # the acknowledged record, then lost
     assert "crash" in summary["broken"][0]["blocks"]  # the block-level timeline
     assert summary["outside_model"] == 0  # the kernel did what the journaled model allows
+
+
+def test_the_async_example_runs_its_threaded_workload_and_names_a_fault_never_injected(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A coroutine ledger's threaded workload runs its groups on one loop (before: the traced run hung until
+    strace's 300 s timeout and the workload was ``not_run``); a requested fault the ledger never makes the
+    call for is ``not_exercised`` and keeps the verdict from ``ok``. The in-memory ledger loses every
+    returned record, so the verdict is a violation all the same."""
+    _needs_kernel("ext4-ordered")
+    code, objects, _ = _run(
+        capsys,
+        "--target",
+        ASYNC,
+        "--kernel",
+        "--fs",
+        "ext4-ordered",
+        "--workload",
+        "removals-share-syncs",
+        "--workload",
+        "record-retry-eio",
+        "--json",
+    )
+    assert code == 1 and len(objects) == 1, objects
+    summary = objects[0]
+    assert summary["not_run"] == [] and summary["workloads"] == ["removals-share-syncs", "record-retry-eio"]
+    assert summary["states"] > 0 and summary["verdict"] == "violation"
+    assert summary["not_exercised"] == [
+        {"workload": "record-retry-eio", "fault": "EIO before at the 1st sync_dir of operation 0"}
+    ]
+
+
+def test_a_fault_never_injected_keeps_the_verdict_from_ok() -> None:
+    """The kernel verdict follows ``crash --target``'s: a requested fault the run never injected makes it
+    ``unknown``, never ``ok`` (and a violation stays one)."""
+    from dataclasses import replace
+
+    from capture_ledger.impl.study.kernel._target import TargetKernelCell, TargetKernelResult
+
+    cell = TargetKernelCell(
+        workload="record-retry-eio",
+        states=3,
+        candidates=3,
+        sampled=False,
+        inside=3,
+        outside=0,
+        unknown=0,
+        unrecoverable=0,
+        broken=(),
+        findings=(),
+        record_seconds=0.0,
+        seconds=0.0,
+    )
+    result = TargetKernelResult(
+        target=DIRECTORY, fs="ext4-ordered", model="journaled", cells=(cell,), not_run=(), seconds=0.0
+    )
+    assert result.verdict == "ok" and result.summary()["not_exercised"] == []
+    missed = replace(cell, not_exercised=("EIO before at the 1st sync_dir of operation 0",))
+    result = replace(result, cells=(missed,))
+    assert result.verdict == "unknown"
+    assert result.summary()["not_exercised"] == [
+        {"workload": "record-retry-eio", "fault": "EIO before at the 1st sync_dir of operation 0"}
+    ]
 
 
 def test_a_target_that_cannot_load_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,12 @@ ok|raised <outcome>`` — one ``write`` each, which strace shows in order with t
 parser turns them into ``Invoke``/``Return``. A method that returns an awaitable is awaited on the calling
 thread's own event loop, so sync and async ledgers both run. Each thread of a plan with ``groups`` (or a
 parked operation) gets its own handle, opened on the main thread before any operation starts; the handles are
-closed at the end (``close``, awaited if need be, when the ledger has one). A handle with a method named
+closed at the end (``close``, awaited if need be, when the ledger has one). A *coroutine ledger* (its factory
+returned an awaitable, or a protocol method of its handle is a coroutine function: the ledger's shape, never
+its name) runs a plan's ``groups`` as tasks of one event loop on the main thread instead, one task per group
+and handle, all started together: its handles may share loop-bound state (an ``asyncio.Lock``), on which
+several threads' loops deadlock, and its concurrency is its tasks' interleaving at their awaits; every
+group's marks then come from that one thread, in the order the tasks ran. A handle with a method named
 ``SCHEDULED_THREAD`` (``capture_ledger_thread``: only our own store as the cross-check schedules it,
 ``factories.ScheduledStore``) is given its thread's operations as ``(operation, perform)`` pairs and runs them
 itself, each ``perform`` writing the marks around the call, so that the marks fall inside the turns of its
@@ -25,7 +30,10 @@ The result file holds ``{"error": str | null, "outcomes": [...]}``; exit status 
 be imported or called (the error says why).
 
 Not guaranteed: that a parked thread is seen stopped at the planned call rather than at another call held
-as long (the recorder checks the trace afterwards); ledgers that need an event loop shared across threads.
+as long (the recorder checks the trace afterwards); a parked operation of a coroutine ledger runs on a
+thread and loop of its own, as any ledger's, so a coroutine ledger whose parked and other operations meet on
+loop-bound state may hang there until strace's timeout; a coroutine ledger's groups overlap only where its
+coroutines await (a blocking call inside one holds every group).
 """
 
 from __future__ import annotations
@@ -38,15 +46,16 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from capture_ledger.spec.concurrency.history import apply_operation
+from capture_ledger.spec.core.protocol import OPERATIONS
 from capture_ledger.spec.kit._targets import load_target
 from capture_ledger.spec.kit.crash.strace._plan import Parked, RunPlan
 
-__all__ = ["SCHEDULED_THREAD", "main"]
+__all__ = ["SCHEDULED_THREAD", "coroutine_ledger", "main"]
 
 #: The method by which a handle runs its thread's operations itself (the cross-check's scheduled store).
 SCHEDULED_THREAD = "capture_ledger_thread"
@@ -75,13 +84,17 @@ class _Loop:
     def settle(self, value: Any) -> Any:
         if not inspect.isawaitable(value):
             return value
-        if self.runner is None:
-            self.runner = asyncio.Runner()
 
         async def wait() -> Any:
             return await value
 
-        return self.runner.run(wait())
+        return self.run(wait())
+
+    def run(self, coroutine: Any) -> Any:
+        """Run ``coroutine`` to its end on this loop."""
+        if self.runner is None:
+            self.runner = asyncio.Runner()
+        return self.runner.run(coroutine)
 
     def close(self) -> None:
         if self.runner is not None:
@@ -92,17 +105,55 @@ def _describe(value: object) -> str:
     return repr(value).replace("\n", " ")[:1000]
 
 
+def _returned(marks: _Marks, index: int, value: object, outcomes: list[Any]) -> None:
+    marks.write("RETURN", f"{index} ok {_describe(value)}")
+    outcomes[index] = {"returned": _describe(value)}
+
+
+def _raised(marks: _Marks, index: int, error: Exception, outcomes: list[Any]) -> None:
+    marks.write("RETURN", f"{index} raised {type(error).__name__}: {error}")
+    outcomes[index] = {"raised": f"{type(error).__name__}: {error}"}
+
+
 def _run(plan: RunPlan, marks: _Marks, index: int, ledger: Any, *, loop: _Loop, outcomes: list[Any]) -> None:
     op = plan.ops[index]
     marks.write("INVOKE", f"{index} {_describe(op)}")
     try:
         value = loop.settle(apply_operation(ledger, op))
     except Exception as error:
-        marks.write("RETURN", f"{index} raised {type(error).__name__}: {error}")
-        outcomes[index] = {"raised": f"{type(error).__name__}: {error}"}
+        _raised(marks, index, error, outcomes)
     else:
-        marks.write("RETURN", f"{index} ok {_describe(value)}")
-        outcomes[index] = {"returned": _describe(value)}
+        _returned(marks, index, value, outcomes)
+
+
+async def _run_task(plan: RunPlan, marks: _Marks, index: int, ledger: Any, outcomes: list[Any]) -> None:
+    """``_run`` as a task of the one shared loop: the marks and the call in one step, then the await."""
+    op = plan.ops[index]
+    marks.write("INVOKE", f"{index} {_describe(op)}")
+    try:
+        value = apply_operation(ledger, op)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as error:
+        _raised(marks, index, error, outcomes)
+    else:
+        _returned(marks, index, value, outcomes)
+
+
+def coroutine_ledger(handles: Sequence[Any], *, awaited: bool = False) -> bool:
+    """Whether the ledger is a coroutine ledger by its shape: its factory returned an awaitable
+    (``awaited``), or a protocol method of one of ``handles`` is a coroutine function."""
+    if awaited:
+        return True
+    for handle in handles:
+        for name in OPERATIONS:
+            try:
+                method = getattr(handle, name, None)
+            except Exception:  # the handle's __getattr__ raised: no such method to call
+                continue
+            if inspect.iscoroutinefunction(method):
+                return True
+    return False
 
 
 def _consume(syscall: str, count: int, fd: int) -> None:
@@ -180,10 +231,22 @@ def _run_parked(
     return handles
 
 
-def _run_groups(
-    plan: RunPlan, marks: _Marks, open_handle: Callable[[], Any], outcomes: list[Any]
-) -> list[Any]:
-    handles = [open_handle() for _ in plan.groups]
+def _run_tasks(
+    plan: RunPlan, marks: _Marks, handles: Sequence[Any], loop: _Loop, outcomes: list[Any]
+) -> None:
+    """A coroutine ledger's groups: one task per group and handle on ``loop``, started together."""
+
+    async def group(indices: tuple[int, ...], ledger: Any) -> None:
+        for index in indices:
+            await _run_task(plan, marks, index, ledger, outcomes)
+
+    async def every_group() -> None:
+        await asyncio.gather(*(group(g, h) for g, h in zip(plan.groups, handles, strict=True)))
+
+    loop.run(every_group())
+
+
+def _run_groups(plan: RunPlan, marks: _Marks, handles: Sequence[Any], outcomes: list[Any]) -> None:
     barrier = threading.Barrier(len(plan.groups))
 
     def body(group: tuple[int, ...], ledger: Any) -> Callable[[], None]:
@@ -210,7 +273,6 @@ def _run_groups(
     ]
     for thread in threads:
         thread.join()
-    return handles
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -222,14 +284,21 @@ def main(argv: list[str] | None = None) -> int:
     loop = _Loop()
     try:
         factory = load_target(plan.target)
+        awaited: list[bool] = []
 
         def open_handle() -> Any:
-            return loop.settle(factory(Path(plan.workspace), **plan.options))
+            opened = factory(Path(plan.workspace), **plan.options)
+            awaited.append(inspect.isawaitable(opened))
+            return loop.settle(opened)
 
         if plan.parked is not None:
             handles = _run_parked(plan, plan.parked, marks, open_handle, outcomes)
         elif plan.groups:
-            handles = _run_groups(plan, marks, open_handle, outcomes)
+            handles = [open_handle() for _ in plan.groups]
+            if coroutine_ledger(handles, awaited=any(awaited)):
+                _run_tasks(plan, marks, handles, loop, outcomes)
+            else:
+                _run_groups(plan, marks, handles, outcomes)
         else:
             handles = [open_handle()]
             for index in range(len(plan.ops)):
