@@ -89,7 +89,7 @@ def kernel_layer(target: str, options: dict[str, Any], filesystems: Sequence[str
         verdict, why_undecided = "broken", None
     elif any(r.verdict != "ok" for r in results) or not_run:
         verdict = "unknown"
-        undecided = [f"{r.fs}: {_undecided(r.summary())}" for r in results if r.verdict != "ok"]
+        undecided = [f"{r.fs}: {r.why_unknown()}" for r in results if r.verdict == "unknown"]
         undecided += [f"{fs}: not run ({why})" for fs, why in not_run.items()]
         why_undecided = "; ".join(undecided)
     else:
@@ -117,12 +117,6 @@ def _fs_coverage(summary: dict[str, Any]) -> dict[str, Any]:
         "not_run": summary["not_run"],
         "findings": len(summary["findings"]),
     }
-
-
-def _undecided(summary: dict[str, Any]) -> str:
-    if summary["sampled"]:
-        return f"states sampled beyond the budget in {', '.join(summary['sampled'])}"
-    return "no workload ran"
 
 
 def _line(summary: dict[str, Any]) -> str:

@@ -27,12 +27,15 @@ from capture_ledger.impl.study.kernel._filesystems import (
     DEFAULT_FILESYSTEMS,
     FILESYSTEMS,
     lacking,
+    make_image,
 )
 from capture_ledger.impl.study.kernel._host import (
     KernelSetupError,
     fuse_daemon,
     leftovers,
+    loop_device,
     missing,
+    mounted,
     strict,
     workspace,
 )
@@ -48,6 +51,7 @@ from capture_ledger.impl.study.kernel._target import (
     TargetKernelResult,
     kernel_target,
 )
+from capture_ledger.impl.study.kernel._target_factory import MarkControl, MarkedLedger
 from capture_ledger.impl.study.kernel._target_recorder import (
     TargetKernelRecording,
     TraceMark,
@@ -73,6 +77,8 @@ __all__ = [
     "KernelSetupError",
     "KernelStudy",
     "LogRecord",
+    "MarkControl",
+    "MarkedLedger",
     "Recoverer",
     "TargetKernelCell",
     "TargetKernelRecording",
@@ -88,8 +94,11 @@ __all__ = [
     "kernel_target",
     "lacking",
     "leftovers",
+    "loop_device",
+    "make_image",
     "materialize",
     "missing",
+    "mounted",
     "read_log",
     "reader_class",
     "record_on_kernel",

@@ -124,6 +124,20 @@ class TargetKernelResult:
             return "unknown"
         return "ok"
 
+    def why_unknown(self) -> str | None:
+        """Why the verdict is ``unknown`` (``None`` when it is not): the workloads sampled beyond the
+        budget, the faults requested and never injected, or that no workload ran."""
+        if self.verdict != "unknown":
+            return None
+        reasons = []
+        sampled = [c.workload for c in self.cells if c.sampled]
+        if sampled:
+            reasons.append(f"states sampled beyond the budget in {', '.join(sampled)}")
+        missed = [f"{c.workload}: {f}" for c in self.cells for f in c.not_exercised]
+        if missed:
+            reasons.append(f"faults requested and never injected ({'; '.join(missed)})")
+        return "; ".join(reasons) or "no workload ran"
+
     def broken(self) -> list[tuple[str, KernelBroken]]:
         """Each clause broken once: ``(workload, counterexample)``, the shortest, first workload by name
         when equally short."""

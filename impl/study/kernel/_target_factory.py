@@ -28,7 +28,7 @@ from typing import Any
 
 from capture_ledger.spec.kit import load_target
 
-__all__ = ["FACTORY", "PROTOCOL", "MarkedLedger", "open_marked"]
+__all__ = ["FACTORY", "PROTOCOL", "MarkControl", "MarkedLedger", "open_marked"]
 
 #: The ``module:callable`` of ``open_marked``, as the driver imports it.
 FACTORY = "capture_ledger.impl.study.kernel._target_factory:open_marked"
@@ -36,8 +36,9 @@ FACTORY = "capture_ledger.impl.study.kernel._target_factory:open_marked"
 PROTOCOL = ("record", "record_failure", "admit", "manifest", "has_rows", "retire", "delete")
 
 
-class _Control:
-    """The daemon's control file, opened once per process; per-thread call counters; open handles."""
+class MarkControl:
+    """The block-log daemon's control file (any file: the marks are its writes), opened once per process;
+    per-thread call counters; open handles."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
@@ -56,10 +57,10 @@ class _Control:
         return tid, number
 
 
-_control: _Control | None = None
+_control: MarkControl | None = None
 
 
-def _start(workspace: Path, control: str) -> _Control:
+def _start(workspace: Path, control: str) -> MarkControl:
     global _control  # noqa: PLW0603 - one control file per driver process
     if _control is None:
         fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -68,7 +69,7 @@ def _start(workspace: Path, control: str) -> _Control:
                 raise OSError(ctypes.get_errno(), f"syncfs {workspace}")
         finally:
             os.close(fd)
-        _control = _Control(control)
+        _control = MarkControl(control)
         _control.mark("START")
     return _control
 
@@ -76,7 +77,7 @@ def _start(workspace: Path, control: str) -> _Control:
 class MarkedLedger:
     """The target's handle behind a proxy that marks the block log around every protocol call."""
 
-    def __init__(self, inner: Any, control: _Control) -> None:
+    def __init__(self, inner: Any, control: MarkControl) -> None:
         self._inner = inner
         self._control = control
         self._closed = False
@@ -89,6 +90,18 @@ class MarkedLedger:
 
     def _marked(self, method: Callable[..., Any]) -> Callable[..., Any]:
         control = self._control
+        if inspect.iscoroutinefunction(method):
+            # Stays a coroutine function, so that the driver, which tells a coroutine ledger by its
+            # methods' shape, runs it on one event loop as it would the target's own handle.
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                tid, number = control.next_call()
+                control.mark(f"I {tid} {number}")
+                try:
+                    return await method(*args, **kwargs)
+                finally:
+                    control.mark(f"R {tid} {number}")
+
+            return call_async
 
         def call(*args: Any, **kwargs: Any) -> Any:
             tid, number = control.next_call()

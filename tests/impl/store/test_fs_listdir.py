@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 from capture_ledger.impl.store.fs import OsFileSystem, lock_file_name
-from capture_ledger.impl.study.kernel import FILESYSTEMS, lacking, missing, strict, workspace
-from capture_ledger.impl.study.kernel._filesystems import make_image
-from capture_ledger.impl.study.kernel._host import loop_device, mounted
+from capture_ledger.impl.study.kernel import (
+    FILESYSTEMS,
+    lacking,
+    loop_device,
+    make_image,
+    missing,
+    mounted,
+    strict,
+    workspace,
+)
 
 
 def _lists_what_is_there(directory: Path) -> None:

@@ -24,13 +24,14 @@ import pytest
 from capture_ledger.impl.study.crash import StoreConfig
 from capture_ledger.impl.study.kernel import (
     FILESYSTEMS,
+    TargetKernelCell,
+    kernel_target,
     lacking,
     missing,
     record_on_kernel,
     strict,
     workspace,
 )
-from capture_ledger.impl.study.kernel._target import TargetKernelCell, kernel_target
 from capture_ledger.spec.kit.crash import WORKLOADS
 from capture_ledger.spec.kit.crash.strace import Target, tracing_problem
 

@@ -13,7 +13,10 @@ workloads on ext4-ordered (ok) and on btrfs (ok, with the model findings pinned)
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +24,17 @@ from capture_ledger.impl.cli.main import main
 from capture_ledger.impl.study.kernel import (
     FILESYSTEMS,
     TARGET_WORKLOADS,
+    MarkControl,
+    MarkedLedger,
+    TargetKernelCell,
+    TargetKernelResult,
     TraceMark,
     lacking,
     missing,
     strict,
     target_window,
 )
+from capture_ledger.spec.kit.crash.strace import coroutine_ledger
 
 DIRECTORY = "examples.directory_ledger:open_ledger"
 #: An in-memory ledger with coroutine methods (examples/async_ledger.py): it makes no file calls at all.
@@ -138,8 +146,6 @@ def test_a_fault_never_injected_keeps_the_verdict_from_ok() -> None:
     ``unknown``, never ``ok`` (and a violation stays one)."""
     from dataclasses import replace
 
-    from capture_ledger.impl.study.kernel._target import TargetKernelCell, TargetKernelResult
-
     cell = TargetKernelCell(
         workload="record-retry-eio",
         states=3,
@@ -158,9 +164,12 @@ def test_a_fault_never_injected_keeps_the_verdict_from_ok() -> None:
         target=DIRECTORY, fs="ext4-ordered", model="journaled", cells=(cell,), not_run=(), seconds=0.0
     )
     assert result.verdict == "ok" and result.summary()["not_exercised"] == []
+    assert result.why_unknown() is None
     missed = replace(cell, not_exercised=("EIO before at the 1st sync_dir of operation 0",))
     result = replace(result, cells=(missed,))
     assert result.verdict == "unknown"
+    why = result.why_unknown() or ""  # what ``check --layers kernel`` says of the file system
+    assert "never injected" in why and "record-retry-eio" in why and "no workload ran" not in why
     assert result.summary()["not_exercised"] == [
         {"workload": "record-retry-eio", "fault": "EIO before at the 1st sync_dir of operation 0"}
     ]
@@ -225,3 +234,28 @@ def test_a_ledger_without_removals_skips_their_workloads() -> None:
         if supported(WORKLOADS[w], ("record", "record_failure", "manifest", "has_rows")) is None
     ]
     assert runs == ["record-new", "record-append"]
+
+
+def test_the_marking_proxy_keeps_a_coroutine_method_a_coroutine_function(tmp_path: Path) -> None:
+    """The driver tells a coroutine ledger by its methods' shape (``coroutine_ledger``): the proxy that
+    marks the block log must not hide it behind a plain function, or a ledger with a plain factory and
+    coroutine methods is driven as a synchronous one under ``--kernel``. Each call is marked on entry and
+    when its awaited call has finished."""
+
+    class Coroutines:
+        async def manifest(self, rollout_id: str) -> list[object]:
+            return [rollout_id]
+
+        def has_rows(self, rollout_id: str) -> bool:
+            return False
+
+    control_file = tmp_path / "control"
+    control_file.write_bytes(b"")
+    proxy = MarkedLedger(Coroutines(), MarkControl(str(control_file)))
+    assert inspect.iscoroutinefunction(proxy.manifest)
+    assert not inspect.iscoroutinefunction(proxy.has_rows)
+    assert coroutine_ledger([proxy])
+    assert asyncio.run(proxy.manifest("r1")) == ["r1"]
+    assert proxy.has_rows("r1") is False
+    marks = control_file.read_bytes().decode()
+    assert marks.count("MARK I ") == 2 and marks.count("MARK R ") == 2, marks

@@ -21,9 +21,13 @@ import pytest
 from capture_ledger.spec import RolloutRemoval
 from capture_ledger.spec.core.model import Retire
 from capture_ledger.spec.kit.crash import WORKLOADS, Invoke, Return
-from capture_ledger.spec.kit.crash.strace import Target, record_target, tracing_problem
-from capture_ledger.spec.kit.crash.strace._driver import coroutine_ledger
-from capture_ledger.spec.kit.crash.strace._plan import RunPlan
+from capture_ledger.spec.kit.crash.strace import (
+    RunPlan,
+    Target,
+    coroutine_ledger,
+    record_target,
+    tracing_problem,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 ASYNC = "examples.async_ledger:open_ledger"

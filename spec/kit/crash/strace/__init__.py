@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from capture_ledger.spec.kit.crash.strace._driver import coroutine_ledger
 from capture_ledger.spec.kit.crash.strace._parser import parse_trace
+from capture_ledger.spec.kit.crash.strace._plan import RunPlan
 from capture_ledger.spec.kit.crash.strace._recorder import (
     PARK_DELAY,
     Target,
@@ -18,9 +20,11 @@ from capture_ledger.spec.kit.crash.strace._tracing import TraceRun, run_traced, 
 __all__ = [
     "PARK_DELAY",
     "Marker",
+    "RunPlan",
     "Target",
     "TraceError",
     "TraceRun",
+    "coroutine_ledger",
     "parse_trace",
     "read_syscalls",
     "record_positions",
