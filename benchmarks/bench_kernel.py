@@ -12,7 +12,12 @@ extra), in ``--rounds`` alternating rounds (medians reported, the machine being 
    its milliseconds per state by phase (``Recoverer.phases``), and what judging adds (the one-at-a-time
    study less the floor). ``study/floor`` is the one-at-a-time study's time over the floor's (the goal:
    under 2). Before 2026-12-02 the floor cut 4 KiB images into 1 KiB blocks (more, different states than the
-   study's); it now uses the file system's block.
+   study's); it now uses the file system's block. *cold/s* is the first round's one-at-a-time study, the
+   only one that enumerates the models' classes along the recording (later rounds of the same recording
+   reuse them, as ``kernel_cell`` shares them per recording): what one run of the study pays. *cpu* is the
+   CPU milliseconds per state (this process and its children, user and system) of the one-at-a-time study
+   and of the floor, and their ratio: on a shared machine the wall clock waits for other jobs, the CPU
+   time much less so.
 3. **Growth**: per epoch size (block writes in flight between two flushes), the states built and the
    milliseconds per state (one at a time): states grow as every prefix plus up to ``--subsets`` other subsets
    (all of them while 2^n - n - 1 is smaller), and the cost of one state stays flat.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import resource
 import statistics
 import sys
 import time
@@ -67,6 +73,14 @@ def floor(root: Path, recorded: KernelRecording, subsets: int) -> tuple[float, d
     return time.perf_counter() - started, dict(recoverer.phases)
 
 
+def cpu() -> float:
+    """CPU seconds of this process and its finished children so far (user and system: the kernel's mount,
+    log replay and unmount run in the calling thread's system time; the loop device's own I/O threads
+    are not counted)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def load() -> str:
     """The 1-minute load average."""
     return f"{os.getloadavg()[0]:.1f}"
@@ -87,10 +101,13 @@ def main() -> int:
     print(f"date {datetime.datetime.now().isoformat(timespec='seconds')}; loadavg {os.getloadavg()}")
     print("states/s: one at a time (ahead 0, the default), pipelined (ahead 1), the floor; study/floor: the")
     print("one-at-a-time study's ms per state over the floor's; the floor's ms per state by phase, and what")
-    print("judging adds (the one-at-a-time study less the floor)")
+    print("judging adds (the one-at-a-time study less the floor); cold/s: the first round's one-at-a-time")
+    print("study (it enumerates the models' classes along the recording, which later rounds of the same")
+    print("recording reuse); cpu: CPU ms per state of the study and of the floor (median), and their ratio")
     print(
-        f"{'file system':>15} {'workload':>14} {'states':>6} {'seq/s':>6} {'pipe/s':>6} {'floor/s':>7} "
-        f"{'study/floor':>11} | {' '.join(f'{p:>7}' for p in PHASES)} {'judge':>7} | load"
+        f"{'file system':>15} {'workload':>14} {'states':>6} {'seq/s':>6} {'cold/s':>6} {'pipe/s':>6} "
+        f"{'floor/s':>7} {'study/floor':>11} | {' '.join(f'{p:>7}' for p in PHASES)} {'judge':>7} | "
+        f"{'cpu':>6} {'floor':>6} {'ratio':>5} | load"
     )
     growth: dict[int, tuple[int, float]] = {}
     study_ms: list[float] = []
@@ -102,14 +119,18 @@ def main() -> int:
                 recorded = record_on_kernel(workload, StoreConfig(), fs, root / "record")
                 times: dict[int, list[float]] = {0: [], 1: []}
                 floors: list[float] = []
+                cpus: dict[str, list[float]] = {"study": [], "floor": []}
                 phases: dict[str, list[float]] = {p: [] for p in PHASES}
                 for round_ in range(args.rounds):
+                    before = cpu()
                     bare_s, spent = floor(root / f"floor-{round_}", recorded, args.subsets)
+                    cpus["floor"].append(cpu() - before)
                     floors.append(bare_s)
                     for phase in PHASES:
                         phases[phase].append(spent[phase])
                     for ahead in (0, 1):
                         scratch = root / f"study-{round_}-{ahead}"
+                        before = cpu()
                         cell = kernel_cell(
                             workload,
                             StoreConfig(),
@@ -121,17 +142,21 @@ def main() -> int:
                         )
                         times[ahead].append(cell.seconds)
                         if not ahead:
+                            cpus["study"].append(cpu() - before)
                             for size, states, cost in cell.costs:
                                 old = growth.get(size, (0, 0.0))
                                 growth[size] = (old[0] + states, old[1] + cost)
             one, pipe = statistics.median(times[0]), statistics.median(times[1])
             bare = statistics.median(floors)
             n = cell.states
+            cold = times[0][0]
+            cpu_study, cpu_floor = (statistics.median(cpus[k]) / n * 1000 for k in ("study", "floor"))
             study_ms.append(one / n * 1000)
             split = " ".join(f"{statistics.median(phases[p]) / n * 1000:>7.2f}" for p in PHASES)
             print(
-                f"{fs_name:>15} {name:>14} {n:>6} {n / one:>6.0f} {n / pipe:>6.0f} {n / bare:>7.0f} "
-                f"{one / bare:>11.2f} | {split} {(one - bare) / n * 1000:>7.2f} | {load()}",
+                f"{fs_name:>15} {name:>14} {n:>6} {n / one:>6.0f} {n / cold:>6.0f} {n / pipe:>6.0f} "
+                f"{n / bare:>7.0f} {one / bare:>11.2f} | {split} {(one - bare) / n * 1000:>7.2f} | "
+                f"{cpu_study:>6.2f} {cpu_floor:>6.2f} {cpu_study / cpu_floor:>5.2f} | {load()}",
                 flush=True,
             )
     per_state = statistics.median(study_ms)

@@ -1,18 +1,18 @@
 """Recovering a crash state with the real kernel, as a reboot would (SPEC.md §Crash; docs/crash.md §The
 kernel study).
 
-``Recoverer`` keeps *slots* — an image file on ``/dev/shm``, a loop device over it, a mountpoint — reused
-from state to state. For each crash state it makes the image file hold exactly the image at ``START`` plus
-the state's writes (the kernel's recovery of the state before wrote to the file in places only it knows, so
-every 64 KiB of the file is compared with the image and rewritten where it differs); then it runs
-``e2fsck -fp`` first when the configuration has no journal (a boot's preen pass; when preen gives up, exit
-4, ``e2fsck -fy`` as an administrator would, and the state notes it), drops the loop device's buffer cache,
-and mounts it read-write, so the kernel replays the journal (ext4), the log (XFS) or the log tree (btrfs)
-and processes orphans in its own code; XFS and btrfs get no fsck first (a boot runs none: ``fsck.xfs`` does
-nothing, btrfs has no boot-time
-check). The mount adds ``noatime`` (reading the files back then writes no inode; it changes nothing the
-recovery does). The lineage directory's files are read in the process (no command), and the body reads the
-directory in place (``Recovered``); the mount is undone after it, lazily when something still holds it.
+``Recoverer`` keeps *slots* — an image file on ``/dev/shm``, a loop device over it, a mountpoint — reused from
+state to state. For each crash state it makes the image file hold exactly the image at ``START`` plus the
+state's writes (the kernel's recovery of the state before wrote to the file in places only it knows, so every
+64 KiB of the file is compared with the image in place, through a shared mapping, and rewritten where it
+differs); then it runs ``e2fsck -fp`` first when the configuration has no journal (a boot's preen pass; when
+preen gives up, exit 4, ``e2fsck -fy`` as an administrator would, and the state notes it), drops the loop
+device's buffer cache, and mounts it read-write, so the kernel replays the journal (ext4), the log (XFS) or
+the log tree (btrfs) and processes orphans in its own code; XFS and btrfs get no fsck first (a boot runs none:
+``fsck.xfs`` does nothing, btrfs has no boot-time check). The mount adds ``noatime`` (reading the files back
+then writes no inode; it changes nothing the recovery does). The lineage directory's files are read in the
+process (no command), and the body reads the directory in place (``Recovered``); the mount is undone after it,
+lazily when something still holds it.
 
 ``recovered`` recovers one state in the current slot. ``each`` recovers a sequence of states in order with
 ``ahead`` more slots: while the caller judges one state, a worker thread unmounts the slot used before and
@@ -193,14 +193,14 @@ class Recoverer:
         with the image (through a shared mapping: what the kernel's recovery of the state before left) and
         rewritten when it differs, so the file ends equal to the image whatever the kernel wrote."""
         image = slot.prepare(base, writes)
-        view = memoryview(image)
-        current = slot.mapped
-        for start in range(0, len(image), _CHUNK):
-            end = min(start + _CHUNK, len(image))
-            if current[start:end] != image[start:end]:  # bytes against bytes: a memcmp
-                if os.pwrite(slot.fd, view[start:end], start) != end - start:
-                    raise OSError(f"a short write to {slot.image}")
-                self.counts["written"] += end - start
+        with memoryview(image) as view, memoryview(slot.mapped) as current:
+            for start in range(0, len(image), _CHUNK):
+                end = min(start + _CHUNK, len(image))
+                # ``startswith`` compares the file's chunk in place (a memcmp, no copy of either side)
+                if not image.startswith(current[start:end], start):
+                    if os.pwrite(slot.fd, view[start:end], start) != end - start:
+                        raise OSError(f"a short write to {slot.image}")
+                    self.counts["written"] += end - start
 
     def _fsck(self, slot: _Slot) -> str:
         e2fsck = tool("e2fsck") or "e2fsck"

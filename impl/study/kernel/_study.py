@@ -23,6 +23,7 @@ are stable on a quiet machine, the verdicts are what the tests pin).
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -181,7 +182,9 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
         keep: shortest counterexamples kept per clause, and findings per model.
         open_store: opens the store that reads each state back (default: ``config``'s ordering).
         read_budget: seconds one read may take before it counts as a hang.
-        models: the persistence models to compare with (default: all, each at the image's block size).
+        models: the persistence models to compare with (default: all, each at the image's block size; their
+            views, with the classes they allow along the trace, are shared by every cell judging the same
+            recording object, and enumerated in a worker thread while the kernel recovers the states).
         progress: called with (states done, states in all) as the states are judged.
         recorded: a recording of this workload, configuration and file system made before (then nothing is
             recorded: the benchmark judges one recording several times).
@@ -200,10 +203,9 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
     started = time.perf_counter()
     found = epochs(recorded.records, block=fs.block)
     states, duplicates = crash_states(found, end=len(recorded.records), subsets=subsets, seed=seed)
-    locks = {lock_file_name(s) for s in range(config.stripes)}
-    chosen = list(models) if models is not None else [_at_block_size(m, fs.block) for m in MODELS.values()]
-    views = {m.name: ModelView(recorded.recording, m, locks) for m in chosen}
-    judging = CrashPoints(recorded.recording)
+    locks = frozenset(lock_file_name(s) for s in range(config.stripes))
+    views, judging = _judging(recorded.recording, fs.block, locks, models)
+    enumerated = _enumerate_ahead(views) if _ENUMERATE_AHEAD else _enumerated
     ids = judging.ids
     kernel = f"{fs.name} (kernel)"
     inside = dict.fromkeys(views, 0)
@@ -278,6 +280,7 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
                 state_started = _charge(costs, size, state_started)
     finally:
         observer.close()
+    enumerated()
     everything = {name: view.everything() for name, view in views.items()}
     return KernelCell(
         workload=workload.name,
@@ -354,6 +357,70 @@ def _charge(costs: dict[int, tuple[int, float]], size: int, started: float) -> f
     now = time.perf_counter()
     costs[size] = (count + 1, spent + now - started)
     return now
+
+
+#: The model views and crash points of the last few recordings judged with the default models, by recording
+#: (``_judging``): judging one recording again (the benchmark's rounds, ``ahead`` 0 and 1) reuses the
+#: classes each model allows along its trace instead of enumerating them again.
+_JUDGING: dict[tuple[int, int, frozenset[str]], tuple[Recording, dict[str, ModelView], CrashPoints]] = {}
+_JUDGING_KEPT = 4
+
+
+def _judging(
+    recording: Recording, block: int, locks: frozenset[str], models: Sequence[PersistenceModel] | None
+) -> tuple[dict[str, ModelView], CrashPoints]:
+    """The model views (by model name) and the crash points of ``recording``: ``models``' own, made anew,
+    when given; else the default models' at ``block``, shared by every cell judging this same recording
+    object (a view only caches what its model allows at each effect count, which the recording fixes)."""
+    if models is not None:
+        return {m.name: ModelView(recording, m, locks) for m in models}, CrashPoints(recording)
+    key = (id(recording), block, locks)
+    kept = _JUDGING.get(key)
+    if kept is not None and kept[0] is recording:
+        return kept[1], kept[2]
+    chosen = [_at_block_size(m, block) for m in MODELS.values()]
+    views = {m.name: ModelView(recording, m, locks) for m in chosen}
+    judging = CrashPoints(recording)
+    _JUDGING[key] = (recording, views, judging)
+    while len(_JUDGING) > _JUDGING_KEPT:
+        del _JUDGING[next(iter(_JUDGING))]
+    return views, judging
+
+
+#: Whether ``kernel_cell`` enumerates the models' classes in a worker thread (``_enumerate_ahead``).
+_ENUMERATE_AHEAD = True
+
+
+def _enumerated() -> None:
+    """Nothing to wait for (the classes are enumerated as they are asked for)."""
+
+
+def _enumerate_ahead(views: dict[str, ModelView]) -> Callable[[], None]:
+    """Start enumerating every class each of ``views`` allows along its recording (``ModelView.everything``,
+    which fills the view's cache) in a worker thread, while the kernel recovers the states (its mounts wait
+    on I/O, with the GIL released); a function that waits for it and raises what it raised.
+
+    The verdicts do not depend on it: a view's classes at an effect count are a function of the recording
+    and the model, and a count asked for by both threads at once is computed twice, to the same set.
+    """
+    failed: list[BaseException] = []
+
+    def enumerate_all() -> None:
+        try:
+            for view in views.values():
+                view.everything()
+        except BaseException as error:  # handed to the caller, which raises it
+            failed.append(error)
+
+    worker = threading.Thread(target=enumerate_all, name="kernel-model-classes", daemon=True)
+    worker.start()
+
+    def wait() -> None:
+        worker.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def _at_block_size(model: PersistenceModel, block: int) -> PersistenceModel:

@@ -7,7 +7,8 @@ ext4 image and give the same states, counts inside and outside every model, clau
 recoverer attaches one loop device per slot (by ``ioctl``: no ``losetup``), spawns no process on journaled
 ext4 and only ``e2fsck`` without a journal; a reused slot recovers each state from its own image while
 rewriting less than whole images; a hung reader under the pipeline gets a fresh slot and nothing is left;
-a model's reader classes per product judge as image-by-image ones do. Broken variants must be rejected: a
+a model's reader classes per product judge as image-by-image ones do; a second cell of one recording reuses
+the models' views (no class enumerated again) and judges the same. Broken variants must be rejected: a
 recording that lost a write judges otherwise, and so do models whose spaces lose images.
 
 Needs root, ``/dev/fuse``, loop devices, e2fsprogs and the ``kernel`` extra; skipped naming what is missing,
@@ -34,6 +35,8 @@ from capture_ledger.impl.study.kernel import (
     KernelCell,
     KernelRecording,
     Recoverer,
+    _compare,
+    _study,
     crash_states,
     epochs,
     kernel_cell,
@@ -139,6 +142,37 @@ def test_the_comparison_rejects_a_recording_that_lost_a_write(
     good = kernel_cell(workload, StoreConfig(), fs, root / "good", recorded=recorded)
     broken = kernel_cell(workload, StoreConfig(), fs, root / "broken", recorded=lossy)
     assert verdicts(broken) != verdicts(good)
+
+
+def test_a_second_cell_of_one_recording_reuses_the_model_views_and_judges_the_same(
+    recordings: tuple[Path, dict[str, KernelRecording]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Judging one recording again (the benchmark's rounds) enumerates no model's classes again and judges
+    the same; a cell given its own models enumerates theirs (``test_reader_classes_per_product...`` shows
+    that such models are not shadowed by the shared views: its broken models judge otherwise)."""
+    root, made = recordings
+    recorded = made["ext4-ordered"]
+    workload = KERNEL_WORKLOADS[recorded.recording.workload.name]
+    fs = FILESYSTEMS["ext4-ordered"]
+    enumerated: list[int] = []
+    original = _compare.space_classes
+
+    def counted(space: Any, skip: Any = ()) -> Any:
+        enumerated.append(1)
+        return original(space, skip)
+
+    monkeypatch.setattr(_compare, "space_classes", counted)
+    monkeypatch.setattr(_study, "_JUDGING", {})
+    cold = kernel_cell(workload, StoreConfig(), fs, root / "views-cold", recorded=recorded)
+    first = len(enumerated)
+    warm = kernel_cell(workload, StoreConfig(), fs, root / "views-warm", recorded=recorded)
+    assert first > 0
+    assert len(enumerated) == first  # the second cell enumerated nothing
+    assert verdicts(warm) == verdicts(cold)
+    models = [_at_block(m, fs.block) for m in MODELS.values()]
+    own = kernel_cell(workload, StoreConfig(), fs, root / "views-own", recorded=recorded, models=models)
+    assert len(enumerated) > first  # given models: their own views, enumerated anew
+    assert verdicts(own) == verdicts(cold)
 
 
 def test_an_iterator_closed_early_leaves_nothing_mounted(
