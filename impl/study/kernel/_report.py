@@ -105,6 +105,11 @@ class KernelStudy:
             "model_only": sum(c.model_only.get(model, 0) for c in cells),
             "garbage_states": sum(c.garbage for c in cells),
             "manual_fsck": sum(c.manual_fsck for c in cells),
+            "not_exercised": [
+                {"workload": c.workload, "config": c.config, "fault": f}
+                for c in cells
+                for f in c.not_exercised
+            ],
             "states_per_second": round(states / judging, 1) if judging else 0.0,
             "seconds": round(seconds, 2),
         }

@@ -46,6 +46,7 @@ from capture_ledger.spec.kit.crash import (
     Recording,
     Return,
     Workload,
+    describe_fault,
     show_bytes,
     spans_at,
     violations_of,
@@ -87,7 +88,8 @@ class KernelCell:
     gave up (a boot would stop for an administrator; ``e2fsck -y`` repaired them); ``in_flight`` the writes
     of each epoch; ``costs`` (writes in the epoch, states, seconds) per epoch size; ``recovery`` what the
     recoverer did (``Recoverer.counts``: states, loop devices attached, processes spawned, mounts) and
-    ``phases`` the seconds of each of its phases (``Recoverer.phases``; in its worker thread when pipelined).
+    ``phases`` the seconds of each of its phases (``Recoverer.phases``; in its worker thread when pipelined);
+    ``not_exercised`` the workload's requested faults the store never made the call for (described).
     """
 
     workload: str
@@ -114,6 +116,7 @@ class KernelCell:
     notes: tuple[str, ...] = field(default=())
     recovery: tuple[tuple[str, int], ...] = field(default=())
     phases: tuple[tuple[str, float], ...] = field(default=())
+    not_exercised: tuple[str, ...] = field(default=())
 
     @property
     def rate(self) -> float:
@@ -302,6 +305,7 @@ def kernel_cell(  # noqa: PLR0913 - one kernel study cell's options, all keyword
         in_flight=tuple(len(e.writes) for e in found),
         costs=tuple((size, count, spent) for size, (count, spent) in sorted(costs.items())),
         manual_fsck=sum("gave up" in note for note in notes),
+        not_exercised=tuple(describe_fault(f) for f in recorded.recording.not_injected()),
         record_seconds=recorded.seconds,
         seconds=time.perf_counter() - started,
         notes=tuple(notes),

@@ -24,7 +24,9 @@ import pytest
 from capture_ledger.impl.study.crash import StoreConfig
 from capture_ledger.impl.study.kernel import (
     FILESYSTEMS,
+    KernelStudy,
     TargetKernelCell,
+    kernel_cell,
     kernel_target,
     lacking,
     missing,
@@ -32,7 +34,7 @@ from capture_ledger.impl.study.kernel import (
     strict,
     workspace,
 )
-from capture_ledger.spec.kit.crash import WORKLOADS
+from capture_ledger.spec.kit.crash import WORKLOADS, describe_fault
 from capture_ledger.spec.kit.crash.strace import Target, tracing_problem
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -81,3 +83,20 @@ def test_our_stores_kernel_recording_names_the_faults_never_injected() -> None:
     assert struck.injected == fired.faults and struck.not_injected() == ()  # the create's sync_dir failed
     # fence_sync="directory": retire makes no fsync, so the fsync fault is not exercised
     assert missed.injected == () and missed.not_injected() == never.faults
+
+
+def test_our_stores_kernel_cell_and_summary_name_a_fault_never_injected() -> None:
+    """``crash --kernel``'s cell and JSON carry the fault the store never made the call for, described as
+    ``crash --target`` describes it; a cell whose fault fired names none."""
+    _needs("ext4-ordered")
+    fs = FILESYSTEMS["ext4-ordered"]
+    never, fired = WORKLOADS["retire-retry-fsync-eio"], WORKLOADS["record-retry-eio"]
+    with workspace() as root:
+        missed = kernel_cell(never, StoreConfig(), fs, root / "never")
+        struck = kernel_cell(fired, StoreConfig(), fs, root / "fired")
+    assert missed.not_exercised == tuple(describe_fault(f) for f in never.faults) != ()
+    assert struck.not_exercised == ()
+    study = KernelStudy(cells=(missed, struck), seconds=0.0)
+    assert study.summary("ext4-ordered")["not_exercised"] == [
+        {"workload": never.name, "config": "default", "fault": describe_fault(f)} for f in never.faults
+    ]
