@@ -61,6 +61,7 @@ __all__ = [
     "lost_blocks",
     "replay",
     "unique",
+    "zeroed_tails",
 ]
 
 #: The unit a write may be torn at: a disk sector.
@@ -99,10 +100,21 @@ class Replay:
     #: after a failed fsync (``spec.crash._failed``): per file, each poisoned sector's lost values
     poisoned: dict[int, dict[int, tuple[bytes, ...]]] = field(default_factory=dict)
     redirtied: dict[int, set[int]] = field(default_factory=dict)  # poisoned sectors written again
+    names: dict[str, int] = field(default_factory=dict)  # the namespace now
+    named: dict[int, set[str]] = field(default_factory=dict)  # and per inode, its names now
+    #: since the last ``Syncfs``: per file, the names it had at each ``Fsync`` and its length then
+    #: since the last ``Syncfs``, each name a file had at an ``Fsync`` (btrfs's log tree): (name, inode, the
+    #: ``Unlink`` ops of that name since, each of which drops it from the log)
+    ghosts: list[tuple[str, int, list[int]]] = field(default_factory=list)
+    logged: dict[tuple[str, int], int] = field(default_factory=dict)  # (name, inode) -> its live entry
 
 
 def _sync_file(state: Replay, inode: int) -> None:
     settle(state, inode)
+    for name in sorted(state.named.get(inode, ())):  # the names the sync logged (btrfs's log tree)
+        if (name, inode) not in state.logged:
+            state.logged[name, inode] = len(state.ghosts)
+            state.ghosts.append((name, inode, []))
     state.synced_length[inode] = len(state.data.get(inode, b""))
     state.synced_data[inode] = bytes(state.data.get(inode, b""))
     state.pending[inode] = []
@@ -114,6 +126,13 @@ def _sync_file(state: Replay, inode: int) -> None:
 def _bind(state: Replay, bindings: tuple[Binding, ...]) -> None:
     state.dir_ops.append(bindings)
     state.bindings_synced.append([False] * len(bindings))
+    for name, inode in bindings:
+        before = state.names.pop(name, None)
+        if before is not None:
+            state.named.get(before, set()).discard(name)
+        if inode is not None:
+            state.names[name] = inode
+            state.named.setdefault(inode, set()).add(name)
 
 
 def _new_file(state: Replay, inode: int) -> None:
@@ -199,6 +218,9 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
         links={},
     )
     state.baseline.update({name: inode for name, inode in baseline.directories})
+    for name, inode in state.baseline.items():
+        state.names[name] = inode
+        state.named.setdefault(inode, set()).add(name)
     for _, inode, _ in baseline.files:
         state.links[inode] = state.links.get(inode, 0) + 1
     for effect in effects:
@@ -210,6 +232,8 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
             _bind(state, ((effect.name, effect.inode),))
             state.directories.add(effect.inode)
         elif isinstance(effect, Unlink | Rmdir):
+            if (effect.name, effect.inode) in state.logged:
+                state.ghosts[state.logged.pop((effect.name, effect.inode))][2].append(len(state.dir_ops))
             _bind(state, ((effect.name, None),))
             _unname(state, effect.inode)
         elif isinstance(effect, Rename):
@@ -239,6 +263,8 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
             _sync_directory(state, None)
             for inode in state.data:
                 _sync_file(state, inode)
+            state.logged.clear()  # the transaction committed: nothing is replayed from a log
+            state.ghosts.clear()
             state.durable_inodes |= state.directories
         elif isinstance(effect, Unsupported):
             raise UnsupportedEffectError(effect.reason)
@@ -349,6 +375,21 @@ def lost_blocks(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[
                 seen.add(reading)
                 found.append(bytes(content))
     return tuple(found)
+
+
+def zeroed_tails(state: Replay, inode: int, *, lowest: int, block: int) -> tuple[bytes, ...]:
+    """Prefixes of an appended file's bytes (at least ``lowest`` long) whose blocks the file did not hold at
+    ``lowest`` read as zeros from some block boundary on, to the end: the size and an unwritten extent
+    reached the disk, the data did not (ext4 ``data=ordered``). Empty when ``block`` is 0."""
+    if not block:
+        return ()
+    first = -(-lowest // block) * block
+    found = [
+        content[:boundary] + bytes(len(content) - boundary)
+        for content in contents(state, inode, lowest=lowest)
+        for boundary in range(first, len(content), block)
+    ]
+    return tuple(dict.fromkeys(found))
 
 
 # ------------------------------------------------------------------------------------- rewritten files
