@@ -6,8 +6,10 @@ models).
   directory persist in issue order; operations on different directories need not: a kept set holds, for
   each directory, a prefix of the operations on entries of it, including every synced one (and whatever
   an operation it keeps depends on). A rename whose two names lie in two directories is one operation in
-  both: kept in both or in neither. On a trace in one directory these are exactly its prefixes, shortest
-  first (the order ``ImageSpace`` indexes, so seeded samples of such traces are unchanged).
+  both: kept in both or in neither. A synced directory is reachable: the op that made it (and each of its
+  ancestors) is kept, with what its directory held before (``Replay.anchored``). On a trace in one
+  directory these are exactly its prefixes, shortest first (the order ``ImageSpace`` indexes, so seeded
+  samples of such traces are unchanged).
 - ``ghost_options(state, kept, present, options)``: the names a file had when it was fsynced, which may
   come back naming it whatever else the directory operations kept (btrfs replays the names its log tree
   logged at the fsync), until a ``Syncfs`` commits everything or an ``Unlink`` of the name drops it.
@@ -38,9 +40,9 @@ def kept_sets(state: Replay) -> list[frozenset[int]]:
     dirs = _directories(state)
     bound: dict[str, int] = {}  # per directory, the last op it must keep
     for index, synced in enumerate(state.bindings_synced):
-        if any(synced):
+        if any(synced) or index in state.anchored:
             for directory in dirs[index]:
-                bound[directory] = index
+                bound[directory] = max(bound.get(directory, -1), index)
     required: set[int] = set()
     for index in reversed(range(len(state.dir_ops))):  # a kept op keeps what its directories hold before
         if any(index <= bound.get(d, -1) for d in dirs[index]):

@@ -107,6 +107,9 @@ class Replay:
     #: ``Unlink`` ops of that name since, each of which drops it from the log)
     ghosts: list[tuple[str, int, list[int]]] = field(default_factory=list)
     logged: dict[tuple[str, int], int] = field(default_factory=dict)  # (name, inode) -> its live entry
+    #: the ops that made a synced directory reachable: per ``SyncDir(d)``, the op that last bound ``d`` and
+    #: each of its ancestors (``journaled`` keeps them, with what their directories held before)
+    anchored: set[int] = field(default_factory=set)
 
 
 def _sync_file(state: Replay, inode: int) -> None:
@@ -193,6 +196,18 @@ def _sync_directory(state: Replay, directory: str | None) -> None:
                 state.synced_ops = max(state.synced_ops, index + 1)
 
 
+def _anchor(state: Replay, directory: str | None) -> None:
+    """Record the ops that last bound ``directory`` and each of its ancestors (``Replay.anchored``)."""
+    name = directory
+    while name:
+        for index in reversed(range(len(state.dir_ops))):
+            if any(bound == name and inode is not None for bound, inode in state.dir_ops[index]):
+                state.anchored.add(index)
+                break
+        parent = parent_of(name)
+        name = parent if parent != name else None
+
+
 def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
     """Fold ``effects`` over ``baseline`` (see the module docstring).
 
@@ -252,6 +267,7 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
             fail(state, effect.inode)
         elif isinstance(effect, SyncDir):
             _sync_directory(state, effect.directory)
+            _anchor(state, effect.directory)
             own: int | None = state.baseline.get(effect.directory) if effect.directory else None
             for op in state.dir_ops:  # the directory's own inode is written by its sync
                 for name, bound in op:

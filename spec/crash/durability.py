@@ -43,8 +43,11 @@ Shared rules.
 ``journaled`` — directory operations persist *in issue order on each directory*: the kept ones hold, for
 each directory, a prefix of the operations on its entries that contains every synced one (a rename is one
 operation, in both its directories when they differ); operations on different directories persist in any
-relative order. An entry that comes back names its inode (a directory sync persists the entries and the
-inodes they name); file data persists only through ``Fsync``/``Syncfs``. (Real ext4 with a journal promises
+relative order, except that a synced directory is reachable: a ``SyncDir(d)`` also keeps the operation that
+made ``d`` (and each of its ancestors), with what that operation's directory held before it (ext4's and
+XFS's one log order every directory; btrfs logs a synced new directory's new ancestors). An entry that comes
+back names its inode (a directory sync persists the entries and the inodes they name); file data persists
+only through ``Fsync``/``Syncfs``. (Real ext4 with a journal promises
 more, e.g. its ``fsync`` of a new file also commits the entry, and one journal orders every directory;
 this is the weakest journaled model, on purpose, held to ext4 with a journal, XFS and btrfs alike.)
 
