@@ -289,18 +289,6 @@ def replay(baseline: Baseline, effects: Sequence[Effect]) -> Replay:
     return state
 
 
-def entries(state: Replay, count: int) -> dict[str, int]:
-    """The namespace after the baseline and the first ``count`` directory operations."""
-    found = dict(state.baseline)
-    for op in state.dir_ops[:count]:
-        for name, inode in op:
-            if inode is None:
-                found.pop(name, None)
-            else:
-                found[name] = inode
-    return found
-
-
 def unique(options: Sequence[Content]) -> tuple[Content, ...]:
     """The options without repeats, in order."""
     return tuple(dict.fromkeys(options))
