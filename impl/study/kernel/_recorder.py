@@ -101,17 +101,12 @@ def _drive(
     workload: Workload, config: StoreConfig, directory: Path, mark: Callable[[str], None]
 ) -> Recording:
     """``recording.record`` on ``directory``, through a ``MarkingRecorder``, with ``START``/``END`` marks."""
-    setup = OsFileSystem(directory, stripes=config.stripes)
-    try:
-        lay_baseline(workload, directory, setup)
-        setup.syncfs()  # the baseline is durable before START
-    finally:
-        setup.close_all()
-    # A handle of its own for the recording. It was needed while OsFileSystem.listdir read a long-lived
-    # descriptor (btrfs lists through one only the entries it held when last rewound, so the setup's
-    # would have missed the setup's ledgers); listdir now opens the directory afresh per listing.
+    # One handle for the setup and the recording, as ``record`` has (``OsFileSystem.listdir`` opens the
+    # directory afresh per listing, so the recorder's baseline lists what the setup wrote, btrfs included).
     inner = OsFileSystem(directory, stripes=config.stripes)
     try:
+        lay_baseline(workload, directory, inner)
+        inner.syncfs()  # the baseline is durable before START
         recorder, run = operation_runner(workload, inner, lambda seam: MarkingRecorder(seam, mark))
         mark("START")
         recorder.progress()
